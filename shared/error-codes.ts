@@ -1,0 +1,46 @@
+/**
+ * The one registry of error codes. A code is a stable string that callers and tests match on; it
+ * is never renamed or reused once shipped (retired codes move to `RETIRED_CODES`). docs/errors.md
+ * lists the same codes; test/shared/errors.test.ts checks the two in both directions.
+ *
+ * Each domain appends its own section. `status` is the HTTP status the code maps to at an HTTP edge.
+ */
+export interface CodeSpec {
+  readonly status: number;
+  readonly title: string;
+}
+
+export const ERROR_CODES = {
+  // ── shared ────────────────────────────────────────────────────────────────
+  internal: { status: 500, title: 'Internal server error' },
+  bad_request: { status: 400, title: 'Bad request' },
+  invalid_field: { status: 400, title: 'A field is missing or invalid' },
+  invalid_json: { status: 400, title: 'The body is not valid JSON' },
+  body_too_large: { status: 413, title: 'The body is larger than allowed' },
+  headers_too_large: { status: 431, title: 'The request headers are larger than allowed' },
+  unsupported_media_type: { status: 415, title: 'Unsupported content type' },
+  not_found: { status: 404, title: 'Not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  unavailable: { status: 503, title: 'Service unavailable' },
+  dependency_unavailable: { status: 503, title: 'A dependency is unavailable' },
+  config_invalid: { status: 500, title: 'Configuration is invalid' },
+  circuit_open: { status: 503, title: 'Circuit breaker is open' },
+  shutting_down: { status: 503, title: 'The service is shutting down' },
+  // ── authentication (shared verifier, sidecar, identity) ──────────────────
+  credentials_required: { status: 401, title: 'Credentials are required' },
+  invalid_token: { status: 401, title: 'The access token is invalid' },
+  token_expired: { status: 401, title: 'The access token has expired' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  // ── limiter ───────────────────────────────────────────────────────────────
+  rate_limited: { status: 429, title: 'Too many requests' },
+  limiter_unavailable: { status: 503, title: 'Admission is unavailable and this route fails closed' },
+  upstream_timeout: { status: 504, title: 'The upstream did not answer in time' },
+  upstream_unreachable: { status: 502, title: 'The upstream could not be reached' },
+  upstream_bad_response: { status: 502, title: 'The upstream sent an invalid response' },
+  no_route: { status: 404, title: 'No upstream is configured for this path' },
+} as const satisfies Record<string, CodeSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Codes that shipped once and must never be used again. */
+export const RETIRED_CODES: readonly string[] = [];

@@ -1,0 +1,243 @@
+/**
+ * The HTTP edge for the services other than the sidecar's hot path: a small layer over uWS that
+ * reads the request up front (uWS's `req` is only valid until the first await), guards against
+ * aborts, enforces a body limit, maps thrown errors to problem+json once, and corks every write.
+ */
+import { Buffer } from 'node:buffer';
+import type { Logger } from './log.js';
+import { PlatformError, toProblem, PROBLEM_CONTENT_TYPE } from './errors.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
+import type { Registry } from 'prom-client';
+
+export interface RequestContext {
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  /** Lower-cased header names. Repeated headers are joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Route parameters in pattern order (uWS `:name` segments), URL-decoded. */
+  readonly params: readonly string[];
+  readonly remoteAddress: string;
+  readonly body: Buffer;
+  /** True once the client has gone away. */
+  readonly aborted: () => boolean;
+}
+
+export interface Reply {
+  status?: number;
+  /** Objects are sent as JSON; strings and Buffers as they are. */
+  body?: unknown;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
+
+export interface EdgeOptions {
+  log: Logger;
+  maxBodyBytes: number;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK',
+  201: '201 Created',
+  202: '202 Accepted',
+  204: '204 No Content',
+  301: '301 Moved Permanently',
+  302: '302 Found',
+  303: '303 See Other',
+  304: '304 Not Modified',
+  307: '307 Temporary Redirect',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  408: '408 Request Timeout',
+  409: '409 Conflict',
+  410: '410 Gone',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  422: '422 Unprocessable Entity',
+  428: '428 Precondition Required',
+  429: '429 Too Many Requests',
+  431: '431 Request Header Fields Too Large',
+  500: '500 Internal Server Error',
+  502: '502 Bad Gateway',
+  503: '503 Service Unavailable',
+  504: '504 Gateway Timeout',
+};
+
+/** "404 Not Found" for 404; a bare number for statuses without a reason phrase here. */
+export function statusLine(status: number): string {
+  return STATUS_TEXT[status] ?? String(status);
+}
+
+const BODYLESS = new Set(['get', 'head', 'delete', 'options']);
+
+/** Reads the whole body, up to `max` bytes; rejects with `body_too_large` past it. */
+export function readBody(res: HttpResponse, max: number, declaredLength: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (declaredLength > max) {
+      reject(new PlatformError('body_too_large', { detail: `body is larger than ${max} bytes` }));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    res.onData((chunk, isLast) => {
+      if (failed) return;
+      size += chunk.byteLength;
+      if (size > max) {
+        failed = true;
+        reject(new PlatformError('body_too_large', { detail: `body is larger than ${max} bytes` }));
+        return;
+      }
+      // uWS neuters the ArrayBuffer after this callback: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    });
+  });
+}
+
+/** Writes a complete response (status, headers, body) in one corked write. */
+export function writeReply(res: HttpResponse, reply: Reply): void {
+  const status = reply.status ?? 200;
+  let body: string | Buffer = '';
+  let contentType = reply.contentType;
+  if (reply.body !== undefined && reply.body !== null && status !== 204) {
+    if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) body = reply.body;
+    else {
+      body = JSON.stringify(reply.body);
+      contentType ??= 'application/json';
+    }
+  }
+  res.cork(() => {
+    res.writeStatus(statusLine(status));
+    if (contentType) res.writeHeader('content-type', contentType);
+    if (reply.headers) for (const k in reply.headers) res.writeHeader(k, reply.headers[k]!);
+    if (status === 204) res.endWithoutBody(0);
+    else res.end(body);
+  });
+}
+
+/** The reply for any thrown value: problem+json, the cause logged, never on the wire. */
+export function errorReply(err: unknown, log: Logger, ctx?: { method: string; path: string }): Reply {
+  const { problem, headers } = toProblem(err);
+  if (problem.status >= 500) log.error({ err, method: ctx?.method, path: ctx?.path }, 'request failed');
+  if (ctx) problem.instance = ctx.path;
+  return { status: problem.status, body: problem, contentType: PROBLEM_CONTENT_TYPE, headers };
+}
+
+function collect(req: HttpRequest, res: HttpResponse, paramCount: number): Omit<RequestContext, 'body' | 'aborted'> {
+  const headers: Record<string, string> = {};
+  req.forEachHeader((k, v) => {
+    headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+  });
+  const params: string[] = [];
+  for (let i = 0; i < paramCount; i++) {
+    const raw = req.getParameter(i) ?? '';
+    try {
+      params.push(decodeURIComponent(raw));
+    } catch {
+      params.push(raw);
+    }
+  }
+  return {
+    method: req.getMethod(),
+    path: req.getUrl(),
+    query: new URLSearchParams(req.getQuery() ?? ''),
+    headers,
+    params,
+    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+  };
+}
+
+function countParams(pattern: string): number {
+  return pattern.split('/').filter((s) => s.startsWith(':')).length;
+}
+
+type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'any' | 'head' | 'options';
+
+/**
+ * Registers `handler` for `method pattern`. The handler receives a fully read request and returns
+ * a reply; anything it throws becomes problem+json.
+ */
+export function route(app: TemplatedApp, method: Method, pattern: string, handler: Handler, opts: EdgeOptions): void {
+  const paramCount = countParams(pattern);
+  app[method](pattern, (res, req) => {
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    const base = collect(req, res, paramCount);
+    const declared = Number(base.headers['content-length'] ?? 0) || 0;
+    const needsBody = !BODYLESS.has(base.method);
+    const bodyP = needsBody ? readBody(res, opts.maxBodyBytes, declared) : Promise.resolve(Buffer.alloc(0));
+    bodyP
+      .then((body) => handler({ ...base, body, aborted: () => aborted }))
+      .catch((err: unknown) => errorReply(err, opts.log, base))
+      .then((reply) => {
+        if (!aborted) writeReply(res, reply);
+      })
+      .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'));
+  });
+}
+
+/** Parses a JSON body; `invalid_json` if it is not JSON, `invalid_field` if it is not an object. */
+export function jsonBody(ctx: RequestContext): Record<string, unknown> {
+  const ct = ctx.headers['content-type'] ?? '';
+  if (ctx.body.length > 0 && ct !== '' && !/^application\/([a-z.+-]*\+)?json\b/i.test(ct)) {
+    throw new PlatformError('unsupported_media_type', { detail: 'expected application/json' });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(ctx.body.toString('utf8') || 'null');
+  } catch {
+    throw new PlatformError('invalid_json', { detail: 'the body is not valid JSON' });
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new PlatformError('invalid_field', { field: 'body', detail: 'body: must be a JSON object' });
+  }
+  return parsed as Record<string, unknown>;
+}
+
+export interface HealthCheck {
+  name: string;
+  check: () => Promise<void>;
+}
+
+/**
+ * /healthz (the process is alive), /readyz (every dependency check passes, else 503 naming the
+ * failing ones) and /metrics (Prometheus text) on `app`.
+ */
+export function operationalRoutes(
+  app: TemplatedApp,
+  opts: EdgeOptions & { registry: Registry; checks: HealthCheck[]; draining?: () => boolean },
+): void {
+  route(app, 'get', '/healthz', () => ({ body: { status: 'ok' } }), opts);
+  route(
+    app,
+    'get',
+    '/readyz',
+    async () => {
+      if (opts.draining?.()) return { status: 503, body: { status: 'draining', checks: {} } };
+      const results: Record<string, string> = {};
+      let ok = true;
+      await Promise.all(
+        opts.checks.map(async (c) => {
+          try {
+            await c.check();
+            results[c.name] = 'ok';
+          } catch (err) {
+            ok = false;
+            results[c.name] = err instanceof Error ? err.message : String(err);
+          }
+        }),
+      );
+      return { status: ok ? 200 : 503, body: { status: ok ? 'ready' : 'not_ready', checks: results } };
+    },
+    opts,
+  );
+  route(app, 'get', '/metrics', async () => ({ body: await opts.registry.metrics(), contentType: opts.registry.contentType }), opts);
+}
