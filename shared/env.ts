@@ -3,7 +3,7 @@
  * which processes read it. The README's configuration table is checked against this list by
  * test/shared/config.test.ts, in both directions. Add a variable here, then to the README.
  */
-import { bytes, duration, int, list, nonEmpty, oneOf, port, url, type VarSpec } from './config.js';
+import { bool, bytes, duration, int, list, nonEmpty, num, oneOf, port, url, type VarSpec } from './config.js';
 
 const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
@@ -129,6 +129,240 @@ export const ENV = {
     services: ['limiter', 'notifier', 'identity'],
     description: 'Shared secret the sidecar sends upstream in X-Subject-Secret; upstreams trust X-Subject only with it',
     parse: nonEmpty,
+  }),
+  // ── limiter (sidecar) ─────────────────────────────────────────────────────
+  NOTIFIER_URL: v({
+    default: 'http://127.0.0.1:8082',
+    services: ['limiter'],
+    description: 'Origin of the notifier; the sidecar routes /api/v1 there',
+    parse: url(['http', 'https']),
+  }),
+  IDENTITY_URL: v({
+    default: 'http://127.0.0.1:8083',
+    services: ['limiter'],
+    description: "Origin of the identity service; the sidecar routes identity's paths there and fetches its JWKS",
+    parse: url(['http', 'https']),
+  }),
+  LIMITER_ROUTES: v({
+    default: '',
+    services: ['limiter'],
+    description:
+      'Extra routes: comma-separated `/prefix=http://host:port`, each optionally `;auth=optional` and `;class=default|public_read|auth|payment|sms`; override the defaults on the same prefix',
+    parse: (raw) => raw,
+  }),
+  LIMITER_QUOTA_FILE: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description: 'Path of a quota snapshot (JSON) to load at start, for standalone use without a control plane',
+    parse: nonEmpty,
+  }),
+  LIMITER_QUOTA_CACHE_MAX: v({
+    default: '1000000',
+    services: ['limiter'],
+    description: 'Most quota records the sidecar keeps in its local cache',
+    parse: int(1, 100_000_000),
+  }),
+  LIMITER_DEFAULT_PLAN: v({
+    default: 'default',
+    services: ['limiter'],
+    description: 'Plan applied to signed-in callers with no quota of their own and no plan claim (the quota record `plan:<name>`)',
+    parse: nonEmpty,
+  }),
+  LIMITER_DEFAULT_RATE: v({
+    default: '100',
+    services: ['limiter'],
+    description: 'Requests per interval of the built-in default plan, used when the snapshot has no `plan:<LIMITER_DEFAULT_PLAN>`',
+    parse: int(1, 1_000_000_000),
+  }),
+  LIMITER_DEFAULT_BURST: v({
+    default: '200',
+    services: ['limiter'],
+    description: 'Burst (bucket capacity) of the built-in default plan',
+    parse: int(1, 1_000_000_000),
+  }),
+  LIMITER_DEFAULT_INTERVAL: v({
+    default: '1s',
+    services: ['limiter'],
+    description: 'Interval of the built-in default plan',
+    parse: duration,
+  }),
+  LIMITER_IP_RATE: v({
+    default: '20',
+    services: ['limiter'],
+    description: 'Per-IP requests per second on routes that take no credentials (login, signup, token, authorize, well-known)',
+    parse: int(1, 1_000_000_000),
+  }),
+  LIMITER_IP_BURST: v({
+    default: '40',
+    services: ['limiter'],
+    description: 'Per-IP burst on routes that take no credentials',
+    parse: int(1, 1_000_000_000),
+  }),
+  LIMITER_GLOBAL_RATE: v({
+    default: '0',
+    services: ['limiter'],
+    description: 'Requests per second of the global bucket every request is also charged to; 0 disables it',
+    parse: int(0, 1_000_000_000),
+  }),
+  LIMITER_GLOBAL_BURST: v({
+    default: '0',
+    services: ['limiter'],
+    description: 'Burst of the global bucket (defaults to twice its rate when 0)',
+    parse: int(0, 1_000_000_000),
+  }),
+  LIMITER_SHADOW: v({
+    default: 'false',
+    services: ['limiter'],
+    description: 'Global shadow mode: decide, count, log and set headers, never deny',
+    parse: bool,
+  }),
+  LIMITER_COUNTER_MAX_KEYS: v({
+    default: '1000000',
+    services: ['limiter'],
+    description: 'Most buckets the in-memory counter store keeps (least recently used are evicted and start full again)',
+    parse: int(1000, 100_000_000),
+  }),
+  LIMITER_REDIS_TIMEOUT: v({
+    default: '50ms',
+    services: ['limiter'],
+    description: 'Deadline of one counter-store call to Redis; past it the call counts as a failure',
+    parse: duration,
+  }),
+  LIMITER_REDIS_CONNECT_TIMEOUT: v({
+    default: '2s',
+    services: ['limiter'],
+    description: 'Connect timeout to Redis (separate from the per-call deadline)',
+    parse: duration,
+  }),
+  LIMITER_GLOBAL_SHARDS: v({
+    default: '16',
+    services: ['limiter'],
+    description: 'Shards of the global bucket on Redis Cluster (each holds rate/shards); 1 on a standalone Redis',
+    parse: int(1, 1024),
+  }),
+  LIMITER_BREAKER_THRESHOLD: v({
+    default: '0.5',
+    services: ['limiter'],
+    description: 'Error rate of counter-store calls (0..1) that opens the circuit',
+    parse: num(0.01, 1),
+  }),
+  LIMITER_BREAKER_MIN_VOLUME: v({
+    default: '20',
+    services: ['limiter'],
+    description: 'Calls in the window before the error rate can open the circuit',
+    parse: int(1, 1_000_000),
+  }),
+  LIMITER_BREAKER_WINDOW: v({
+    default: '10s',
+    services: ['limiter'],
+    description: 'Rolling window over which the counter-store error rate is measured',
+    parse: duration,
+  }),
+  LIMITER_BREAKER_COOLDOWN: v({
+    default: '5s',
+    services: ['limiter'],
+    description: 'How long the circuit stays open before half-open probes try the store again',
+    parse: duration,
+  }),
+  LIMITER_EMERGENCY_FACTOR: v({
+    default: '5',
+    services: ['limiter'],
+    description: 'While failing open, each subject is held to this many times its plan limit, counted in process',
+    parse: num(1, 1000),
+  }),
+  LIMITER_FAIL_CLOSED_STATUS: v({
+    default: '503',
+    services: ['limiter'],
+    description: 'Status of a request denied because the store is down and the route fails closed: 503 or 429',
+    parse: (raw) => Number(oneOf(['429', '503'])(raw)),
+  }),
+  LIMITER_DECISION_SAMPLE_RATE: v({
+    default: '0.01',
+    services: ['limiter'],
+    description: 'Fraction of decisions logged as sampled decision events (hashed subject, route, allowed, remaining, ts)',
+    parse: num(0, 1),
+  }),
+  LIMITER_MAX_BODY: v({
+    default: '10mb',
+    services: ['limiter'],
+    description: 'Largest request body the sidecar forwards (413 above it)',
+    parse: bytes,
+  }),
+  LIMITER_BUFFER_BODY: v({
+    default: '64kb',
+    services: ['limiter'],
+    description: 'Request bodies up to this size are buffered before forwarding; larger ones stream',
+    parse: bytes,
+  }),
+  LIMITER_MAX_HEADERS_SIZE: v({
+    default: '16kb',
+    services: ['limiter'],
+    description: 'Largest request header block the sidecar accepts (431 above it)',
+    parse: bytes,
+  }),
+  LIMITER_TRUST_PROXY: v({
+    default: 'false',
+    services: ['limiter'],
+    description: 'Take the client address from X-Forwarded-For (only behind a trusted load balancer)',
+    parse: bool,
+  }),
+  LIMITER_SERVICE_ROLES: v({
+    default: 'service,admin',
+    services: ['limiter'],
+    description: 'Roles that may call /api/v1/users/{user_id}/... for any user',
+    parse: list(nonEmpty),
+  }),
+  UPSTREAM_TIMEOUT: v({
+    default: '30s',
+    services: ['limiter'],
+    description: 'Time an upstream has to send its response headers, and the longest gap between body chunks (504)',
+    parse: duration,
+  }),
+  UPSTREAM_CONNECT_TIMEOUT: v({ default: '5s', services: ['limiter'], description: 'Connect timeout to an upstream', parse: duration }),
+  UPSTREAM_CONNECTIONS: v({
+    default: '128',
+    services: ['limiter'],
+    description: 'Keep-alive connections per upstream',
+    parse: int(1, 10_000),
+  }),
+  UPSTREAM_PIPELINING: v({
+    default: '1',
+    services: ['limiter'],
+    description: 'HTTP/1.1 pipelining depth per upstream connection',
+    parse: int(1, 128),
+  }),
+  // ── tokens (verified at the edge and by identity) ─────────────────────────
+  JWT_ISSUER: v({
+    default: 'http://127.0.0.1:8083',
+    services: ['limiter', 'identity'],
+    description: "Expected `iss` of access tokens (identity's issuer URL)",
+    parse: nonEmpty,
+  }),
+  JWT_AUDIENCE: v({
+    default: 'edge-api',
+    services: ['limiter', 'identity'],
+    description: 'Expected `aud` of access tokens: the API audience',
+    parse: nonEmpty,
+  }),
+  JWKS_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description: 'Where the sidecar fetches signing keys; default IDENTITY_URL + /.well-known/jwks.json',
+    parse: url(['http', 'https']),
+  }),
+  JWT_CLOCK_SKEW: v({
+    default: '60s',
+    services: ['limiter', 'identity'],
+    description: 'Clock skew tolerated on exp, nbf and iat',
+    parse: duration,
+  }),
+  JWKS_REFETCH_COOLDOWN: v({
+    default: '30s',
+    services: ['limiter'],
+    description: 'An unknown kid refetches the key set at most once per this period',
+    parse: duration,
   }),
 } satisfies Record<string, VarSpec<unknown>>;
 

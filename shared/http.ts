@@ -36,6 +36,31 @@ export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
 export interface EdgeOptions {
   log: Logger;
   maxBodyBytes: number;
+  /** Counts requests in flight, so shutdown can wait for them. */
+  inFlight?: InFlight;
+}
+
+/** Requests in flight, and a promise for the moment there are none. */
+export class InFlight {
+  private n = 0;
+  private waiters: (() => void)[] = [];
+  get count(): number {
+    return this.n;
+  }
+  inc(): void {
+    this.n++;
+  }
+  dec(): void {
+    if (--this.n === 0 && this.waiters.length > 0) {
+      const w = this.waiters;
+      this.waiters = [];
+      for (const f of w) f();
+    }
+  }
+  /** Resolves when nothing is in flight. */
+  idle(): Promise<void> {
+    return this.n === 0 ? Promise.resolve() : new Promise((r) => this.waiters.push(r));
+  }
 }
 
 const STATUS_TEXT: Record<number, string> = {
@@ -167,6 +192,7 @@ export function route(app: TemplatedApp, method: Method, pattern: string, handle
   const paramCount = countParams(pattern);
   app[method](pattern, (res, req) => {
     let aborted = false;
+    opts.inFlight?.inc();
     res.onAborted(() => {
       aborted = true;
     });
@@ -180,7 +206,8 @@ export function route(app: TemplatedApp, method: Method, pattern: string, handle
       .then((reply) => {
         if (!aborted) writeReply(res, reply);
       })
-      .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'));
+      .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'))
+      .finally(() => opts.inFlight?.dec());
   });
 }
 

@@ -1,0 +1,142 @@
+/**
+ * `npm start`: the whole platform on one machine. Starts an embedded PostgreSQL when DATABASE_URL
+ * is unset (data under .data/, kept across restarts), then each service as its own process under
+ * the supervisor, waits until every one answers /readyz, and prints the URLs. Ctrl-C (or SIGTERM)
+ * stops the services, then the database.
+ */
+import { resolve } from 'node:path';
+import { loadConfig, pick } from '../shared/config.js';
+import { ENV } from '../shared/env.js';
+import { createLogger } from '../shared/log.js';
+import { describeStartupError, EXIT_CONFIG } from '../shared/lifecycle.js';
+import { PROJECT_ROOT } from '../shared/paths.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
+import { Supervisor } from './supervisor.js';
+
+const spec = pick(ENV, [
+  'LOG_LEVEL',
+  'HOST',
+  'DATABASE_URL',
+  'EMBEDDED_PG_DIR',
+  'EMBEDDED_PG_PORT',
+  'START_SERVICES',
+  'START_READY_TIMEOUT',
+  'LIMITER_PORT',
+  'LIMITER_ADMIN_PORT',
+  'CONTROL_PLANE_HTTP_PORT',
+  'NOTIFIER_PORT',
+  'IDENTITY_PORT',
+  'SANDBOX_PORT',
+]);
+
+type Name = 'control-plane' | 'limiter' | 'notifier' | 'identity' | 'sandbox';
+
+const say = (line: string): void => void process.stdout.write(line + '\n');
+
+async function main(): Promise<void> {
+  const config = loadConfig(spec);
+  const log = createLogger({ service: 'start', level: config.LOG_LEVEL });
+  const host = config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST;
+
+  // What each service is, where its readiness and public URLs are. Upstreams start before the
+  // sidecar that routes to them; the supervisor stops them in reverse.
+  const catalogue: Record<Name, { script: string; ready: string; urls: Record<string, string> }> = {
+    'control-plane': {
+      script: 'dist/limiter/control-plane/main.js',
+      ready: `http://${host}:${config.CONTROL_PLANE_HTTP_PORT}/readyz`,
+      urls: { 'control plane (internal HTTP)': `http://${host}:${config.CONTROL_PLANE_HTTP_PORT}` },
+    },
+    identity: {
+      script: 'dist/identity/main.js',
+      ready: `http://${host}:${config.IDENTITY_PORT}/readyz`,
+      urls: { identity: `http://${host}:${config.IDENTITY_PORT}` },
+    },
+    notifier: {
+      script: 'dist/notifier/main.js',
+      ready: `http://${host}:${config.NOTIFIER_PORT}/readyz`,
+      urls: { notifier: `http://${host}:${config.NOTIFIER_PORT}` },
+    },
+    sandbox: {
+      script: 'dist/notifier/sandbox/main.js',
+      ready: `http://${host}:${config.SANDBOX_PORT}/readyz`,
+      urls: { 'sandbox providers': `http://${host}:${config.SANDBOX_PORT}` },
+    },
+    limiter: {
+      script: 'dist/limiter/main.js',
+      ready: `http://${host}:${config.LIMITER_ADMIN_PORT}/readyz`,
+      urls: {
+        'sidecar (send traffic here)': `http://${host}:${config.LIMITER_PORT}`,
+        'sidecar admin (/metrics)': `http://${host}:${config.LIMITER_ADMIN_PORT}`,
+      },
+    },
+  };
+  const order: Name[] = ['control-plane', 'identity', 'sandbox', 'notifier', 'limiter'];
+  const names = order.filter((n) => config.START_SERVICES.includes(n));
+
+  let pg: EmbeddedPostgres | undefined;
+  let databaseUrl = config.DATABASE_URL;
+  if (!databaseUrl) {
+    say('starting embedded PostgreSQL…');
+    pg = await startEmbeddedPostgres({ dataDir: resolve(PROJECT_ROOT, config.EMBEDDED_PG_DIR), port: config.EMBEDDED_PG_PORT, log });
+    databaseUrl = pg.url;
+  }
+
+  const supervisor = new Supervisor({ giveUpCodes: [EXIT_CONFIG] });
+  supervisor.on('restart', (name, delay, n) => say(`${name} exited; restart #${n} in ${delay} ms`));
+  supervisor.on('giveUp', (name) => {
+    say(`${name} stopped with a configuration error (see above); stopping the platform`);
+    void stop(1);
+  });
+
+  let stopping = false;
+  const stop = async (code: number): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    say('stopping…');
+    await supervisor.stop();
+    await pg?.stop();
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+
+  for (const name of names) {
+    supervisor.add({
+      name,
+      command: process.execPath,
+      args: ['--enable-source-maps', resolve(PROJECT_ROOT, catalogue[name].script)],
+      env: { DATABASE_URL: databaseUrl },
+    });
+  }
+
+  const deadline = Date.now() + config.START_READY_TIMEOUT;
+  const pending = new Set(names);
+  while (pending.size > 0 && Date.now() < deadline && !stopping) {
+    await Promise.all(
+      [...pending].map(async (n) => {
+        try {
+          const r = await fetch(catalogue[n].ready, { signal: AbortSignal.timeout(1000) });
+          if (r.ok) pending.delete(n);
+        } catch {
+          // not up yet
+        }
+      }),
+    );
+    if (pending.size > 0) await new Promise((r) => setTimeout(r, 250));
+  }
+  if (stopping) return;
+  if (pending.size > 0) {
+    say(`not ready after ${config.START_READY_TIMEOUT / 1000} s: ${[...pending].join(', ')}`);
+    await stop(1);
+    return;
+  }
+  say('\nthe platform is ready:');
+  for (const n of names) for (const [what, url] of Object.entries(catalogue[n].urls)) say(`  ${what.padEnd(30)} ${url}`);
+  if (pg) say(`  ${'embedded PostgreSQL'.padEnd(30)} ${pg.url.replace(/\/\/([^:]+):[^@]*@/, '//$1:***@')}`);
+  say('\nCtrl-C stops everything.');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`npm start: ${describeStartupError(err)}\n`);
+  process.exit(err instanceof Error && err.name === 'ConfigError' ? EXIT_CONFIG : 1);
+});

@@ -1,0 +1,35 @@
+/**
+ * What every `main.ts` does: load and validate its config (one line and exit on a bad value),
+ * build the logger, start the service core, and drain it on SIGTERM/SIGINT.
+ */
+import { loadConfig, type ConfigOf, type VarSpec } from './config.js';
+import { createLogger, type Logger } from './log.js';
+import { fatal, installSignalHandlers, onShutdown } from './lifecycle.js';
+
+export interface Started {
+  /** Stops taking work, drains what is in flight, releases resources. */
+  close(): Promise<void>;
+  /** Printed once the service is up. */
+  urls?: Record<string, string>;
+}
+
+export async function runService<
+  S extends Record<string, VarSpec<unknown>> & { LOG_LEVEL: VarSpec<string>; SHUTDOWN_GRACE: VarSpec<number> },
+>(name: string, spec: S, start: (config: ConfigOf<S>, log: Logger) => Promise<Started>): Promise<void> {
+  let config: ConfigOf<S>;
+  try {
+    config = loadConfig(spec);
+  } catch (err) {
+    fatal(err);
+  }
+  const log = createLogger({ service: name, level: config.LOG_LEVEL as string });
+  let started: Started;
+  try {
+    started = await start(config, log);
+  } catch (err) {
+    fatal(err, log);
+  }
+  onShutdown(name, () => started.close());
+  installSignalHandlers({ log, graceMs: config.SHUTDOWN_GRACE as number });
+  log.info({ urls: started.urls }, `${name} ready`);
+}

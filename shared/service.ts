@@ -1,0 +1,53 @@
+/**
+ * Starting and stopping an HTTP service the same way everywhere: a uWS app with the service's
+ * routes plus /healthz, /readyz and /metrics, listening on host:port, and a `close()` that stops
+ * accepting, waits for requests in flight (up to a deadline) and closes the listen socket.
+ */
+import type { Registry } from 'prom-client';
+import { App, closeListenSocket, listen, type TemplatedApp } from './uws.js';
+import { InFlight, operationalRoutes, type EdgeOptions, type HealthCheck } from './http.js';
+import type { Logger } from './log.js';
+
+export interface HttpServiceOptions {
+  name: string;
+  host: string;
+  port: number;
+  log: Logger;
+  registry: Registry;
+  maxBodyBytes: number;
+  checks: HealthCheck[];
+  /** Registers the service's own routes. */
+  routes?: (app: TemplatedApp, edge: EdgeOptions) => void;
+  /** When true, /readyz answers 503 (set while draining). */
+  draining?: () => boolean;
+}
+
+export interface HttpService {
+  readonly port: number;
+  readonly app: TemplatedApp;
+  /** Stops listening, then waits up to `graceMs` for requests in flight. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function startHttpService(opts: HttpServiceOptions): Promise<HttpService> {
+  const app = App();
+  const inFlight = new InFlight();
+  const edge: EdgeOptions = { log: opts.log, maxBodyBytes: opts.maxBodyBytes, inFlight };
+  let closing = false;
+  opts.routes?.(app, edge);
+  operationalRoutes(app, { ...edge, registry: opts.registry, checks: opts.checks, draining: () => closing || !!opts.draining?.() });
+  const { socket, port } = await listen(app, opts.host, opts.port);
+  opts.log.info({ port, host: opts.host }, `${opts.name} listening`);
+  return {
+    port,
+    app,
+    async close(graceMs = 10_000) {
+      if (closing) return;
+      closing = true;
+      closeListenSocket(socket);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([inFlight.idle(), new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
+      clearTimeout(timer);
+    },
+  };
+}
