@@ -84,6 +84,7 @@ export interface ProxyHooks {
   onDone(status: number): void;
 }
 
+
 /** Writes a problem+json error with the rate-limit headers already computed for this request. */
 export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string, extraHeaders: readonly string[]): number {
   const p = problemFor(code, { detail });

@@ -1,0 +1,116 @@
+/**
+ * The sidecar's metrics (seed 001 names), served on the admin port.
+ *
+ * Decision counts are kept in plain numbers on the request path and handed to prom-client when
+ * scraped, so a decision costs a map lookup, not a label hash. Labels: `result` (allow, deny,
+ * shadow_deny, fail_open, fail_closed, decoy), `tenant` (the plan name — never a subject, which
+ * would be unbounded and would leak keys), `route` (the route prefix).
+ */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { HotKeys } from './hot-keys.js';
+
+export type DecisionResult = 'allow' | 'deny' | 'shadow_deny' | 'fail_open' | 'fail_closed' | 'decoy';
+const RESULTS: readonly DecisionResult[] = ['allow', 'deny', 'shadow_deny', 'fail_open', 'fail_closed', 'decoy'];
+const RESULT_INDEX: Record<DecisionResult, number> = { allow: 0, deny: 1, shadow_deny: 2, fail_open: 3, fail_closed: 4, decoy: 5 };
+
+export class LimiterMetrics {
+  readonly redisRtt: Histogram;
+  readonly failmodeTrips: Counter;
+  readonly evictions: Counter;
+  readonly proxied: Counter;
+  readonly scriptDisagreements: Counter;
+  /** route → tenant → counts per result (index in RESULTS). */
+  private readonly counts = new Map<string, Map<string, Float64Array>>();
+  private readonly remaining: Histogram;
+  private sampleEvery = 0;
+
+  constructor(registry: Registry, hot: HotKeys) {
+    const counts = this.counts;
+    const pushed = new Map<Float64Array, Float64Array>();
+    new Counter({
+      name: 'ratelimit_decisions',
+      help: 'Admission decisions by result, tenant (plan) and route',
+      labelNames: ['result', 'tenant', 'route'],
+      registers: [registry],
+      collect() {
+        for (const [route, byTenant] of counts) {
+          for (const [tenant, c] of byTenant) {
+            let p = pushed.get(c);
+            if (!p) pushed.set(c, (p = new Float64Array(RESULTS.length)));
+            for (let i = 0; i < RESULTS.length; i++) {
+              if (c[i]! > p[i]!) {
+                this.labels(RESULTS[i]!, tenant, route).inc(c[i]! - p[i]!);
+                p[i] = c[i]!;
+              }
+            }
+          }
+        }
+      },
+    });
+    this.redisRtt = new Histogram({
+      name: 'ratelimit_redis_rtt_ms',
+      help: 'Counter-store (Redis) round trip per decision, ms',
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100],
+      registers: [registry],
+    });
+    this.failmodeTrips = new Counter({
+      name: 'ratelimit_failmode_trips',
+      help: 'Times the counter-store circuit opened and quotas fell back to their fail mode',
+      registers: [registry],
+    });
+    this.remaining = new Histogram({
+      name: 'remaining_tokens',
+      help: 'Remaining quota reported to callers (sampled 1 in 16 decisions)',
+      labelNames: ['route'],
+      buckets: [0, 1, 5, 10, 50, 100, 500, 1000, 10000],
+      registers: [registry],
+    });
+    this.evictions = new Counter({
+      name: 'ratelimit_counter_evictions',
+      help: 'In-memory buckets evicted by the LRU bound; live ones had not refilled yet',
+      labelNames: ['live'],
+      registers: [registry],
+    });
+    this.proxied = new Counter({
+      name: 'ratelimit_upstream_responses',
+      help: 'Responses relayed from upstreams, by status class (or error code when the upstream failed)',
+      labelNames: ['route', 'status'],
+      registers: [registry],
+    });
+    this.scriptDisagreements = new Counter({
+      name: 'ratelimit_shadow_script_disagreements',
+      help: 'Decisions where the candidate (shadow) limiter script disagreed with the enforcing one',
+      registers: [registry],
+    });
+    const opsGauge = new Gauge({
+      name: 'ratelimit_hot_key_ops',
+      help: 'Evaluations in the last window of the hottest subjects (hashed)',
+      labelNames: ['subject'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const h of hot.top()) this.labels(h.subject).set(h.ops);
+      },
+    });
+    new Gauge({
+      name: 'ratelimit_hot_key_share',
+      help: 'Share of all evaluations in the last window taken by each of the hottest subjects (hashed)',
+      labelNames: ['subject'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const h of hot.top()) this.labels(h.subject).set(h.share);
+      },
+    });
+    void opsGauge;
+  }
+
+  decision(result: DecisionResult, tenant: string, route: string, remaining: number): void {
+    let byTenant = this.counts.get(route);
+    if (!byTenant) this.counts.set(route, (byTenant = new Map()));
+    let c = byTenant.get(tenant);
+    if (!c) byTenant.set(tenant, (c = new Float64Array(RESULTS.length)));
+    c[RESULT_INDEX[result]]!++;
+    if ((++this.sampleEvery & 15) === 0) this.remaining.labels(route).observe(remaining);
+  }
+}

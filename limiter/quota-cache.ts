@@ -1,0 +1,233 @@
+/**
+ * The sidecar's local copy of the quota table, compiled for the request path.
+ *
+ * Filled from a quota snapshot (a JSON file for standalone use, or the control plane's stream) and
+ * applied in version order: an older snapshot is ignored; a delta applies on top of the version it
+ * was cut from. Records are compiled once when they arrive (limit parameters, route rules sorted
+ * longest prefix first), so a lookup is one or two map reads and no allocation.
+ *
+ * Plans are quota records whose subject is `plan:<name>`. A record with `rate` 0 and a `plan` is a
+ * reference: its limits, cost, route rules and fail mode come from that plan at lookup time, so a
+ * plan change applies to every key on it at once; `shadow` applies when either sets it.
+ *
+ * Bounded: at most `maxRecords` non-plan records (least recently used evicted, counted by
+ * `evictions`). An evicted key would look unknown, so size the bound above the table; the
+ * sidecar logs an error whenever a snapshot does not fit.
+ */
+import { readFile } from 'node:fs/promises';
+import { LRUCache } from 'lru-cache';
+import { Algorithm, FailMode, SnapshotSchema, type Quota, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
+import { fromJson } from '../shared/proto-json.js';
+import type { LimitParams } from './admission/limit.js';
+
+export type FailModeName = 'open' | 'closed';
+
+export interface CompiledRule {
+  /** Path prefix, matched on a segment boundary. */
+  prefix: string;
+  /** Upper-case methods; empty means every method. */
+  methods: readonly string[];
+  cost: number;
+  /** Set when the rule overrides rate/burst: the route gets its own bucket with these limits. */
+  limit: LimitParams | null;
+  /** Suffix of that bucket's key. */
+  bucketSuffix: string;
+}
+
+export interface CompiledQuota {
+  subject: string;
+  /** Plan name shown in the RateLimit-Policy header; `default` when the record names none. */
+  policy: string;
+  /** null for a plan reference (rate 0): resolve through `plan`. */
+  limit: LimitParams | null;
+  plan: string;
+  cost: number;
+  failMode: FailModeName | null;
+  shadow: boolean;
+  version: number;
+  rules: readonly CompiledRule[];
+  /** Seconds the limit is counted over, for the IETF RateLimit-Policy `w` parameter. */
+  windowSec: number;
+}
+
+const ALGORITHM_NAMES: Record<number, LimitParams['algorithm']> = {
+  [Algorithm.TOKEN_BUCKET]: 'token_bucket',
+  [Algorithm.SLIDING_WINDOW]: 'sliding_window',
+  [Algorithm.LEAKY_BUCKET]: 'leaky_bucket',
+  [Algorithm.FIXED_WINDOW]: 'fixed_window',
+};
+
+/** Seed 001: interval_ms defaults to 1000. */
+const DEFAULT_INTERVAL_MS = 1000;
+const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+function limitOf(algorithm: Algorithm, rate: number, burst: number, intervalMs: number): LimitParams {
+  return {
+    algorithm: ALGORITHM_NAMES[algorithm] ?? 'token_bucket',
+    rate,
+    // A record without a burst allows no burst above its rate.
+    burst: burst > 0 ? burst : rate,
+    intervalMs: intervalMs > 0 ? intervalMs : DEFAULT_INTERVAL_MS,
+  };
+}
+
+/** Compiles one record for the request path. */
+export function compileQuota(q: Quota): CompiledQuota {
+  const intervalMs = q.intervalMs > 0 ? q.intervalMs : DEFAULT_INTERVAL_MS;
+  const limit = q.rate > 0 ? limitOf(q.algorithm, q.rate, q.burst, intervalMs) : null;
+  const rules: CompiledRule[] = q.routes
+    .map((r) => {
+      const prefix = r.pathPrefix.length > 1 ? r.pathPrefix.replace(/\/+$/, '') : r.pathPrefix;
+      const overrides = r.rate !== undefined || r.burst !== undefined;
+      const rate = r.rate ?? q.rate;
+      return {
+        prefix,
+        methods: r.methods.map((m) => m.toUpperCase()),
+        cost: r.cost > 0 ? r.cost : 1,
+        limit: overrides && rate > 0 ? limitOf(q.algorithm, rate, r.burst ?? q.burst, intervalMs) : null,
+        bucketSuffix: `|${prefix}`,
+      };
+    })
+    .sort((a, b) => b.prefix.length - a.prefix.length);
+  const policy = q.plan && POLICY_NAME.test(q.plan) ? q.plan : q.subjectId.startsWith('plan:') ? q.subjectId.slice(5) : 'default';
+  return {
+    subject: q.subjectId,
+    policy: POLICY_NAME.test(policy) ? policy : 'default',
+    limit,
+    plan: q.plan,
+    cost: q.cost > 0 ? q.cost : 1,
+    failMode: q.failMode === FailMode.OPEN ? 'open' : q.failMode === FailMode.CLOSED ? 'closed' : null,
+    shadow: q.shadow,
+    version: Number(q.version),
+    rules,
+    windowSec: Math.max(1, Math.round(intervalMs / 1000)),
+  };
+}
+
+/** The first rule (longest prefix first) that matches this method and path. */
+export function matchRule(rules: readonly CompiledRule[], method: string, path: string): CompiledRule | undefined {
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i]!;
+    if (!path.startsWith(r.prefix)) continue;
+    const next = path.charCodeAt(r.prefix.length);
+    if (r.prefix !== '/' && !(Number.isNaN(next) || next === 47 || next === 63)) continue;
+    if (r.methods.length === 0 || r.methods.includes(method)) return r;
+  }
+  return undefined;
+}
+
+export interface ApplyResult {
+  applied: boolean;
+  version: number;
+  /** Why a snapshot was not applied (older than ours, or a delta from another base). */
+  reason?: 'stale' | 'base_mismatch';
+}
+
+export class QuotaCache {
+  private readonly records: LRUCache<string, CompiledQuota>;
+  private readonly plans = new Map<string, CompiledQuota>();
+  private versionApplied = 0;
+  private appliedAtMs = 0;
+  evictions = 0;
+
+  constructor(private readonly maxRecords: number) {
+    this.records = new LRUCache<string, CompiledQuota>({
+      max: maxRecords,
+      dispose: (_v, _k, reason) => {
+        if (reason === 'evict') this.evictions++;
+      },
+    });
+  }
+
+  get version(): number {
+    return this.versionApplied;
+  }
+  /** When the last snapshot was applied (epoch ms), for the max-age rule. */
+  get appliedAt(): number {
+    return this.appliedAtMs;
+  }
+  get size(): number {
+    return this.records.size + this.plans.size;
+  }
+
+  /**
+   * Applies a snapshot in version order. A full snapshot replaces everything; a delta applies its
+   * upserts and deletions on top of `base_version`, which must be the version we hold.
+   */
+  apply(s: Snapshot, nowMs: number): ApplyResult {
+    const version = Number(s.version);
+    if (version < this.versionApplied || (version === this.versionApplied && this.appliedAtMs !== 0)) {
+      return { applied: false, version: this.versionApplied, reason: 'stale' };
+    }
+    if (s.delta && Number(s.baseVersion) !== this.versionApplied) {
+      return { applied: false, version: this.versionApplied, reason: 'base_mismatch' };
+    }
+    if (!s.delta) {
+      this.records.clear();
+      this.plans.clear();
+    }
+    for (const id of s.deletedSubjectIds) {
+      this.records.delete(id);
+      this.plans.delete(id);
+    }
+    for (const q of s.quotas) this.put(compileQuota(q));
+    this.versionApplied = version;
+    this.appliedAtMs = nowMs;
+    return { applied: true, version };
+  }
+
+  private put(c: CompiledQuota): void {
+    if (c.subject.startsWith('plan:')) this.plans.set(c.subject.slice(5), c);
+    else this.records.set(c.subject, c);
+  }
+
+  /** True when the subject has a record of its own (API keys: known or unknown). */
+  has(subject: string): boolean {
+    return this.records.has(subject);
+  }
+
+  /** The record stored for a subject (not resolved through its plan). */
+  record(subject: string): CompiledQuota | undefined {
+    return this.records.get(subject);
+  }
+
+  plan(name: string): CompiledQuota | undefined {
+    return this.plans.get(name);
+  }
+
+  /**
+   * The quota that governs `subject`: its own record, resolved through its plan when it is a
+   * reference; else, when `fallbackPlan` is given, that plan's record. Undefined when neither exists.
+   */
+  resolve(subject: string, fallbackPlan?: string): CompiledQuota | undefined {
+    const own = this.records.get(subject);
+    if (own) {
+      if (own.limit !== null) return own;
+      const plan = this.plans.get(own.plan) ?? (fallbackPlan === undefined ? undefined : this.plans.get(fallbackPlan));
+      if (!plan) return undefined;
+      return own.shadow && !plan.shadow ? { ...plan, shadow: true } : plan;
+    }
+    return fallbackPlan === undefined ? undefined : this.plans.get(fallbackPlan);
+  }
+}
+
+/** Reads a quota snapshot from a JSON file (the JSON mapping of quota.v1.Snapshot). */
+export async function readSnapshotFile(path: string): Promise<Snapshot> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read quota file ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new Error(`quota file ${path} is not valid JSON`);
+  }
+  try {
+    return fromJson(SnapshotSchema, json);
+  } catch (err) {
+    throw new Error(`quota file ${path}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * Assembles the sidecar from its config: counter store, circuit breaker, quota cache, gate, route
+ * table, upstream pools, token verifier; the data plane on LIMITER_PORT and the admin endpoints
+ * (/metrics, /healthz, /readyz) on LIMITER_ADMIN_PORT. Started in-process by main.ts and tests.
+ *
+ * /readyz is ready once listening and, when a quota source is configured, once a snapshot is
+ * loaded. A Redis outage does not make the sidecar unready: it keeps serving under each quota's
+ * fail mode, which is the point of having fail modes.
+ */
+import { App, closeListenSocket, listen } from '../shared/uws.js';
+import { operationalRoutes, InFlight } from '../shared/http.js';
+import type { Logger } from '../shared/log.js';
+import { systemClock, type Clock } from '../shared/clock.js';
+import { createRegistry } from '../shared/metrics.js';
+import { CircuitBreaker, breakerMetrics } from '../shared/breaker.js';
+import { createVerifier, type Verifier, type JwksDocument } from '../shared/jwt/index.js';
+import { create } from '@bufbuild/protobuf';
+import { Algorithm, QuotaSchema } from '../proto/gen/quota/v1/quota_pb.js';
+import { MemoryCounterStore } from './admission/counter-store.memory.js';
+import { RedisCounterStore, checkShardable } from './admission/counter-store.redis.js';
+import type { CounterStore, GlobalBucket } from './admission/counter-store.js';
+import type { LimitParams } from './admission/limit.js';
+import { Gate } from './gate.js';
+import { QuotaCache, compileQuota, readSnapshotFile } from './quota-cache.js';
+import { RouteTable, defaultRoutes, parseRoutes } from './routes.js';
+import { Upstreams } from './proxy.js';
+import { DataPlane } from './data-plane.js';
+import { LimiterMetrics } from './metrics.js';
+import { HotKeys } from './hot-keys.js';
+import type { LimiterConfig } from './config.js';
+import { ConfigError } from '../shared/config.js';
+
+export interface SidecarDeps {
+  clock?: Clock;
+  /** A static key set instead of fetching IDENTITY_URL's JWKS (tests, standalone). */
+  jwks?: JwksDocument;
+  random?: () => number;
+}
+
+export interface Sidecar {
+  port: number;
+  adminPort: number;
+  quotas: QuotaCache;
+  store: CounterStore;
+  breaker: CircuitBreaker;
+  urls: Record<string, string>;
+  close(graceMs?: number): Promise<void>;
+}
+
+function planQuota(name: string, algorithm: Algorithm, rate: number, burst: number, intervalMs: number) {
+  return compileQuota(create(QuotaSchema, { subjectId: `plan:${name}`, algorithm, rate, burst, intervalMs, plan: name }));
+}
+
+export async function startSidecar(config: LimiterConfig, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
+  const clock = deps.clock ?? systemClock;
+  const registry = createRegistry('limiter');
+  const hotKeys = new HotKeys(clock);
+  const metrics = new LimiterMetrics(registry, hotKeys);
+
+  const onBreaker = breakerMetrics(registry);
+  const breaker = new CircuitBreaker({
+    name: 'counter-store',
+    windowMs: config.LIMITER_BREAKER_WINDOW,
+    buckets: 10,
+    errorThreshold: config.LIMITER_BREAKER_THRESHOLD,
+    minVolume: config.LIMITER_BREAKER_MIN_VOLUME,
+    coolDownMs: config.LIMITER_BREAKER_COOLDOWN,
+    halfOpenProbes: 3,
+    clock,
+    onStateChange: (name, from, to) => {
+      onBreaker(name, from, to);
+      if (to === 'open') {
+        metrics.failmodeTrips.inc();
+        log.warn({ breaker: name }, 'counter store circuit opened: quotas fall back to their fail mode');
+      } else if (from === 'open' || from === 'half-open') log.info({ breaker: name, state: to }, 'counter store circuit state changed');
+    },
+  });
+
+  let global: GlobalBucket | undefined;
+  if (config.LIMITER_GLOBAL_RATE > 0) {
+    const limit: LimitParams = {
+      algorithm: 'token_bucket',
+      rate: config.LIMITER_GLOBAL_RATE,
+      burst: config.LIMITER_GLOBAL_BURST > 0 ? config.LIMITER_GLOBAL_BURST : config.LIMITER_GLOBAL_RATE * 2,
+      intervalMs: 1000,
+    };
+    global = { name: 'global', limit };
+  }
+
+  let store: CounterStore;
+  const clustered = (config.REDIS_CLUSTER_NODES?.length ?? 0) > 0;
+  if (clustered || config.REDIS_URL) {
+    const shards = clustered ? config.LIMITER_GLOBAL_SHARDS : 1;
+    if (global) {
+      const why = checkShardable(global.limit, shards);
+      if (why) throw new ConfigError('LIMITER_GLOBAL_BURST', why);
+    }
+    const redis = new RedisCounterStore({
+      url: config.REDIS_URL,
+      clusterNodes: clustered ? config.REDIS_CLUSTER_NODES : undefined,
+      deadlineMs: config.LIMITER_REDIS_TIMEOUT,
+      connectTimeoutMs: config.LIMITER_REDIS_CONNECT_TIMEOUT,
+      shards,
+      onConnectionError: (err) => log.warn({ err: { message: err.message } }, 'redis connection error'),
+      onShadowDisagreement: () => metrics.scriptDisagreements.inc(),
+    });
+    store = redis;
+  } else {
+    store = new MemoryCounterStore({
+      clock,
+      maxKeys: config.LIMITER_COUNTER_MAX_KEYS,
+      onEvict: (_k, live) => metrics.evictions.labels(String(live)).inc(),
+    });
+  }
+  const emergency = new MemoryCounterStore({ clock, maxKeys: Math.min(config.LIMITER_COUNTER_MAX_KEYS, 1_000_000) });
+
+  const gate = new Gate({
+    store,
+    emergency,
+    emergencyFactor: config.LIMITER_EMERGENCY_FACTOR,
+    breaker,
+    clock,
+    global,
+    failClosedStatus: config.LIMITER_FAIL_CLOSED_STATUS,
+    shadow: config.LIMITER_SHADOW,
+    metrics,
+    log,
+    sampleRate: config.LIMITER_DECISION_SAMPLE_RATE,
+    random: deps.random,
+  });
+
+  const quotas = new QuotaCache(config.LIMITER_QUOTA_CACHE_MAX);
+  if (config.LIMITER_QUOTA_FILE) {
+    let snapshot;
+    try {
+      snapshot = await readSnapshotFile(config.LIMITER_QUOTA_FILE);
+    } catch (err) {
+      throw new ConfigError('LIMITER_QUOTA_FILE', err instanceof Error ? err.message : String(err));
+    }
+    quotas.apply(snapshot, clock.now());
+    if (quotas.evictions > 0) log.error({ evicted: quotas.evictions }, 'the quota file holds more records than LIMITER_QUOTA_CACHE_MAX');
+    log.info({ version: quotas.version, records: quotas.size }, 'quota file loaded');
+  }
+
+  const routes = new RouteTable([...defaultRoutes(config.NOTIFIER_URL, config.IDENTITY_URL), ...parseRoutes(config.LIMITER_ROUTES)]);
+  const upstreams = new Upstreams(routes.upstreams, {
+    connections: config.UPSTREAM_CONNECTIONS,
+    pipelining: config.UPSTREAM_PIPELINING,
+    headersTimeoutMs: config.UPSTREAM_TIMEOUT,
+    bodyTimeoutMs: config.UPSTREAM_TIMEOUT,
+    connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT,
+    keepAliveTimeoutMs: 30_000,
+  });
+
+  const verifier: Verifier = createVerifier({
+    issuer: config.JWT_ISSUER,
+    audience: config.JWT_AUDIENCE,
+    ...(deps.jwks ? { keys: deps.jwks } : { jwksUrl: config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json` }),
+    clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
+    jwksCooldownMs: config.JWKS_REFETCH_COOLDOWN,
+    clock,
+    log,
+  });
+
+  const inFlight = new InFlight();
+  const builtinPlan = planQuota(
+    config.LIMITER_DEFAULT_PLAN,
+    Algorithm.TOKEN_BUCKET,
+    config.LIMITER_DEFAULT_RATE,
+    config.LIMITER_DEFAULT_BURST,
+    config.LIMITER_DEFAULT_INTERVAL,
+  );
+  const ipQuota = planQuota('anonymous', Algorithm.TOKEN_BUCKET, config.LIMITER_IP_RATE, config.LIMITER_IP_BURST, 1000);
+  const plane = new DataPlane({
+    routes,
+    upstreams,
+    quotas,
+    gate,
+    verifier,
+    clock,
+    log,
+    metrics,
+    hotKeys,
+    inFlight,
+    defaultPlan: config.LIMITER_DEFAULT_PLAN,
+    builtinPlan,
+    ipQuota,
+    serviceRoles: config.LIMITER_SERVICE_ROLES,
+    serviceSecret: config.SERVICE_SECRET,
+    trustProxy: config.LIMITER_TRUST_PROXY,
+    maxBodyBytes: config.LIMITER_MAX_BODY,
+    bufferBodyBytes: config.LIMITER_BUFFER_BODY,
+  });
+
+  const app = App();
+  plane.register(app);
+  const admin = App();
+  let closing = false;
+  operationalRoutes(admin, {
+    log,
+    maxBodyBytes: 1024,
+    registry,
+    draining: () => closing,
+    checks: config.LIMITER_QUOTA_FILE
+      ? [
+          {
+            name: 'quotas',
+            check: async () => {
+              if (quotas.appliedAt === 0) throw new Error('no quota snapshot loaded');
+            },
+          },
+        ]
+      : [],
+  });
+
+  const data = await listen(app, config.HOST, config.LIMITER_PORT).catch((err: unknown) => {
+    throw Object.assign(new Error(`port ${config.LIMITER_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
+  });
+  let adminSock;
+  try {
+    adminSock = await listen(admin, config.HOST, config.LIMITER_ADMIN_PORT);
+  } catch (err) {
+    closeListenSocket(data.socket);
+    throw Object.assign(new Error(`port ${config.LIMITER_ADMIN_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
+  }
+  log.info({ port: data.port, admin: adminSock.port, store: store.kind, routes: routes.routes.map((r) => r.prefix) }, 'sidecar listening');
+
+  return {
+    port: data.port,
+    adminPort: adminSock.port,
+    quotas,
+    store,
+    breaker,
+    urls: { data: `http://${config.HOST}:${data.port}`, admin: `http://${config.HOST}:${adminSock.port}` },
+    async close(graceMs = 10_000) {
+      if (closing) return;
+      closing = true;
+      closeListenSocket(data.socket);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([inFlight.idle(), new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
+      clearTimeout(timer);
+      closeListenSocket(adminSock.socket);
+      verifier.close();
+      await Promise.allSettled([upstreams.close(), store.close(), emergency.close()]);
+    },
+  };
+}
