@@ -10,6 +10,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
 import type { Registry } from 'prom-client';
 
 export interface RequestContext {
+  /** Lower-case, as uWS reports it. */
   readonly method: string;
   readonly path: string;
   readonly query: URLSearchParams;
@@ -154,14 +155,13 @@ export function errorReply(err: unknown, log: Logger, ctx?: { method: string; pa
   return { status: problem.status, body: problem, contentType: PROBLEM_CONTENT_TYPE, headers };
 }
 
-function collect(req: HttpRequest, res: HttpResponse, paramCount: number): Omit<RequestContext, 'body' | 'aborted'> {
+function collect(req: HttpRequest, res: HttpResponse, rawParams: readonly string[]): Omit<RequestContext, 'body' | 'aborted'> {
   const headers: Record<string, string> = {};
   req.forEachHeader((k, v) => {
     headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
   });
   const params: string[] = [];
-  for (let i = 0; i < paramCount; i++) {
-    const raw = req.getParameter(i) ?? '';
+  for (const raw of rawParams) {
     try {
       params.push(decodeURIComponent(raw));
     } catch {
@@ -178,37 +178,114 @@ function collect(req: HttpRequest, res: HttpResponse, paramCount: number): Omit<
   };
 }
 
-function countParams(pattern: string): number {
-  return pattern.split('/').filter((s) => s.startsWith(':')).length;
-}
-
 type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'any' | 'head' | 'options';
 
+interface RouteEntry {
+  method: string; // lower-case HTTP method, or 'any'
+  segments: readonly string[]; // ':name' for a parameter, '*' for a trailing wildcard
+  handler: Handler;
+  opts: EdgeOptions;
+}
+
 /**
- * Registers `handler` for `method pattern`. The handler receives a fully read request and returns
- * a reply; anything it throws becomes problem+json.
+ * Our own router. The uWS build we install (@rjweb/uws 1.5.0) never matches `:param` patterns (the
+ * connection is closed), so each app gets one `any('/*')` handler and routes are matched here:
+ * static segments, `:name` parameters and a trailing `*`; first registered wins. An unmatched path
+ * gets 404 `not_found`, a known path with another method 405 `method_not_allowed`.
+ */
+const routers = new WeakMap<TemplatedApp, RouteEntry[]>();
+
+function splitPath(path: string): string[] {
+  return path.split('/').filter((s) => s !== '');
+}
+
+function matchRoute(
+  entries: readonly RouteEntry[],
+  method: string,
+  path: string,
+): { entry?: RouteEntry; params: string[]; pathKnown: boolean } {
+  const parts = splitPath(path);
+  let pathKnown = false;
+  for (const e of entries) {
+    const params: string[] = [];
+    let ok = true;
+    const segs = e.segments;
+    for (let i = 0; i < segs.length; i++) {
+      const seg = segs[i]!;
+      if (seg === '*') {
+        if (parts.length < i) ok = false;
+        break;
+      }
+      const part = parts[i];
+      if (part === undefined) {
+        ok = false;
+        break;
+      }
+      if (seg.startsWith(':')) params.push(part);
+      else if (seg !== part) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && segs[segs.length - 1] !== '*' && parts.length !== segs.length) ok = false;
+    if (!ok) continue;
+    pathKnown = true;
+    if (e.method === 'any' || e.method === method) return { entry: e, params, pathKnown };
+  }
+  return { params: [], pathKnown };
+}
+
+function dispatcher(app: TemplatedApp): RouteEntry[] {
+  let entries = routers.get(app);
+  if (entries) return entries;
+  const list: RouteEntry[] = [];
+  entries = list;
+  routers.set(app, list);
+  app.any('/*', (res, req) => {
+    const method = req.getMethod();
+    const lookup = method === 'head' ? 'get' : method;
+    const m = matchRoute(list, lookup, req.getUrl());
+    const entry = m.entry;
+    if (!entry) {
+      const opts = list[0]!.opts;
+      const err = m.pathKnown
+        ? new PlatformError('method_not_allowed', { detail: `${method.toUpperCase()} is not allowed here` })
+        : new PlatformError('not_found', { detail: `no resource at ${req.getUrl()}` });
+      writeReply(res, errorReply(err, opts.log));
+      return;
+    }
+    serve(res, req, m.params, entry.handler, entry.opts);
+  });
+  return list;
+}
+
+function serve(res: HttpResponse, req: HttpRequest, rawParams: string[], handler: Handler, opts: EdgeOptions): void {
+  let aborted = false;
+  opts.inFlight?.inc();
+  res.onAborted(() => {
+    aborted = true;
+  });
+  const base = collect(req, res, rawParams);
+  const declared = Number(base.headers['content-length'] ?? 0) || 0;
+  const needsBody = !BODYLESS.has(base.method);
+  const bodyP = needsBody ? readBody(res, opts.maxBodyBytes, declared) : Promise.resolve(Buffer.alloc(0));
+  bodyP
+    .then((body) => handler({ ...base, body, aborted: () => aborted }))
+    .catch((err: unknown) => errorReply(err, opts.log, base))
+    .then((reply) => {
+      if (!aborted) writeReply(res, reply);
+    })
+    .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'))
+    .finally(() => opts.inFlight?.dec());
+}
+
+/**
+ * Registers `handler` for `method pattern` (static segments, `:name` parameters, a trailing `*`).
+ * The handler receives a fully read request and returns a reply; anything it throws becomes
+ * problem+json.
  */
 export function route(app: TemplatedApp, method: Method, pattern: string, handler: Handler, opts: EdgeOptions): void {
-  const paramCount = countParams(pattern);
-  app[method](pattern, (res, req) => {
-    let aborted = false;
-    opts.inFlight?.inc();
-    res.onAborted(() => {
-      aborted = true;
-    });
-    const base = collect(req, res, paramCount);
-    const declared = Number(base.headers['content-length'] ?? 0) || 0;
-    const needsBody = !BODYLESS.has(base.method);
-    const bodyP = needsBody ? readBody(res, opts.maxBodyBytes, declared) : Promise.resolve(Buffer.alloc(0));
-    bodyP
-      .then((body) => handler({ ...base, body, aborted: () => aborted }))
-      .catch((err: unknown) => errorReply(err, opts.log, base))
-      .then((reply) => {
-        if (!aborted) writeReply(res, reply);
-      })
-      .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'))
-      .finally(() => opts.inFlight?.dec());
-  });
+  dispatcher(app).push({ method: method === 'del' ? 'delete' : method, segments: splitPath(pattern), handler, opts });
 }
 
 /** Parses a JSON body; `invalid_json` if it is not JSON, `invalid_field` if it is not an object. */
@@ -228,6 +305,9 @@ export function jsonBody(ctx: RequestContext): Record<string, unknown> {
   }
   return parsed as Record<string, unknown>;
 }
+
+/** A readiness check that takes longer than this counts as failed. */
+const READY_CHECK_TIMEOUT_MS = 2_000;
 
 export interface HealthCheck {
   name: string;
@@ -253,12 +333,23 @@ export function operationalRoutes(
       let ok = true;
       await Promise.all(
         opts.checks.map(async (c) => {
+          let timer: NodeJS.Timeout | undefined;
           try {
-            await c.check();
+            await Promise.race([
+              c.check(),
+              new Promise<never>((_, reject) => {
+                timer = setTimeout(
+                  () => reject(new Error(`${c.name} did not answer within ${READY_CHECK_TIMEOUT_MS} ms`)),
+                  READY_CHECK_TIMEOUT_MS,
+                );
+              }),
+            ]);
             results[c.name] = 'ok';
           } catch (err) {
             ok = false;
             results[c.name] = err instanceof Error ? err.message : String(err);
+          } finally {
+            clearTimeout(timer);
           }
         }),
       );

@@ -34,6 +34,10 @@ const SECRET_KEYS = [
   'privateKey',
   'd',
   'x-subject-secret',
+  'X-Api-Key',
+  'X-Subject-Secret',
+  'Cookie',
+  'Set-Cookie',
 ];
 
 /** Paths pino censors: the keys above at the top level and up to two levels deep, and in headers. */
@@ -44,7 +48,9 @@ export const REDACT_PATHS: string[] = [
   ...SECRET_KEYS.map((k) => `req.headers["${k}"]`),
 ];
 
-const CARD_RE = /\b(?:\d[ -]?){13,19}\b/g;
+// Digits with optional single spaces or dashes between them, never ending on a separator.
+const CARD_RE = /\b\d(?:[ -]?\d){12,18}\b/g;
+const URL_CREDENTIALS_RE = /\b([a-z][a-z0-9+.-]*:\/\/)([^:/?#@\s]+):([^@/?#\s]+)@/gi;
 const BEARER_RE = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi;
 const JWT_RE = /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g;
 
@@ -66,6 +72,7 @@ function luhn(digits: string): boolean {
 /** Masks card numbers, bearer credentials and JWTs inside free text. */
 export function scrub(text: string): string {
   return text
+    .replace(URL_CREDENTIALS_RE, '$1$2:[Redacted]@')
     .replace(BEARER_RE, '$1 [Redacted]')
     .replace(JWT_RE, '[Redacted JWT]')
     .replace(CARD_RE, (m) => {
@@ -79,6 +86,9 @@ function scrubDeep(value: unknown, depth = 0): unknown {
   if (depth > 4 || value === null || typeof value !== 'object') return value;
   if (value instanceof Error) return value;
   if (Array.isArray(value)) return value.map((v) => scrubDeep(v, depth + 1));
+  // Only plain objects are walked: Dates, Buffers, Maps and class instances keep their own JSON form.
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[k] = scrubDeep(v, depth + 1);
   return out;

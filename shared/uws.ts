@@ -34,7 +34,15 @@ export const listenSocketPort: PortFn = (uws['us_socket_local_port'] as PortFn |
 export function listen(app: TemplatedApp, host: string, port: number): Promise<{ socket: ListenSocket; port: number }> {
   return new Promise((resolve, reject) => {
     app.listen(host, port, (socket) => {
-      if (socket === false) reject(new Error(`cannot listen on ${host}:${port} (address in use or not available)`));
+      // uWS binds exclusively and gives no reason; in practice it is a port in use.
+      if (socket === false)
+        reject(
+          Object.assign(new Error(`port ${port} is in use (cannot listen on ${host}:${port})`), {
+            code: 'EADDRINUSE',
+            address: host,
+            port,
+          }),
+        );
       else resolve({ socket, port: listenSocketPort(socket) });
     });
   });

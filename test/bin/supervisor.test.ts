@@ -1,0 +1,54 @@
+import t from 'tap';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Supervisor } from '../../bin/supervisor.js';
+import { waitFor } from '../harness/wait.js';
+
+const child = resolve(import.meta.dirname, '../fixtures/supervisor/crashy.mjs');
+
+t.test('a child that crashes is restarted with growing backoff until it stays up', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sup-'));
+  const counter = join(dir, 'count');
+  const sup = new Supervisor({ initialBackoffMs: 20, maxBackoffMs: 1000, stdio: 'pipe' });
+  t.teardown(() => sup.stop());
+  const delays: number[] = [];
+  sup.on('restart', (_name, delay) => delays.push(delay));
+  sup.add({ name: 'crashy', command: process.execPath, args: [child, counter, '3'] });
+  await waitFor(() => readFileSync(counter, 'utf8') === '4' && sup.pid('crashy') !== undefined, { timeoutMs: 5000 });
+  t.equal(sup.restarts('crashy'), 3, 'restarted after each of the three crashes');
+  t.same(delays, [20, 40, 80], 'backoff doubles');
+});
+
+t.test('a child exiting with a give-up code is not restarted', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sup-'));
+  const counter = join(dir, 'count');
+  const sup = new Supervisor({ initialBackoffMs: 10, giveUpCodes: [3], stdio: 'pipe' });
+  t.teardown(() => sup.stop());
+  const gaveUp = new Promise<[string, number]>((res) => sup.on('giveUp', (name, code) => res([name, code])));
+  sup.add({ name: 'config-broken', command: process.execPath, args: [child, counter, '99'] });
+  t.same(await gaveUp, ['config-broken', 3]);
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(readFileSync(counter, 'utf8'), '1', 'started once only');
+  t.equal(sup.restarts('config-broken'), 0);
+});
+
+t.test('stop() sends SIGTERM and waits for every child to exit', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sup-'));
+  const sup = new Supervisor({ stdio: 'pipe' });
+  sup.add({ name: 'a', command: process.execPath, args: [child, join(dir, 'a'), '0'] });
+  sup.add({ name: 'b', command: process.execPath, args: [child, join(dir, 'b'), '0'] });
+  await waitFor(() => sup.pid('a') !== undefined && sup.pid('b') !== undefined, { timeoutMs: 5000 });
+  const outA: string[] = [];
+  sup.process('a')!.stdout!.on('data', (d: Buffer) => outA.push(d.toString()));
+  const outB: string[] = [];
+  sup.process('b')!.stdout!.on('data', (d: Buffer) => outB.push(d.toString()));
+  // Both children have installed their SIGTERM handlers once they print "up".
+  await waitFor(() => outA.join('').includes('up') && outB.join('').includes('up'), { timeoutMs: 5000 });
+  const exits: string[] = [];
+  sup.on('exit', (name, code) => exits.push(`${name}:${code}`));
+  await sup.stop();
+  t.same(exits.sort(), ['a:0', 'b:0'], 'both exited cleanly');
+  t.match(outA.join(''), /term/, 'the child saw SIGTERM');
+  t.equal(sup.restarts('a'), 0, 'no restart after stop');
+});
