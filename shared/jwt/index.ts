@@ -1,0 +1,17 @@
+/**
+ * Access-token verification for resource servers (the sidecar and identity). See verifier.ts.
+ */
+export { createVerifier, VERIFIER_DEFAULTS, type Verifier, type VerifierOptions, type VerifierStats } from './verifier.js';
+export { quotaSubjectOf, validateAccessClaims, type AccessClaims, type ClaimExpectations } from './claims.js';
+export { TokenError, isTokenError, type TokenRejectReason } from './errors.js';
+export {
+  importPinnedKey,
+  isAcceptableKid,
+  pinnedAlgOf,
+  KeyImportError,
+  MAX_KID_LENGTH,
+  MIN_RSA_BITS,
+  type JwksDocument,
+  type PinnedAlg,
+  type PinnedKey,
+} from './keys.js';
