@@ -142,7 +142,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     log.info({ version: quotas.version, records: quotas.size }, 'quota file loaded');
   }
 
-  const routes = new RouteTable([...defaultRoutes(config.NOTIFIER_URL, config.IDENTITY_URL), ...parseRoutes(config.LIMITER_ROUTES)]);
+  const routes = new RouteTable([...defaultRoutes(config.NOTIFIER_URL, config.IDENTITY_URL), ...parseRoutes(config.LIMITER_ROUTES ?? '')]);
   const upstreams = new Upstreams(routes.upstreams, {
     connections: config.UPSTREAM_CONNECTIONS,
     pipelining: config.UPSTREAM_PIPELINING,

@@ -144,7 +144,8 @@ export const ENV = {
     parse: url(['http', 'https']),
   }),
   LIMITER_ROUTES: v({
-    default: '',
+    default: undefined,
+    optional: true,
     services: ['limiter'],
     description:
       'Extra routes: comma-separated `/prefix=http://host:port`, each optionally `;auth=optional` and `;class=default|public_read|auth|payment|sms`; override the defaults on the same prefix',

@@ -1,0 +1,12 @@
+/**
+ * Prints the README's configuration table from the catalogue in shared/env.ts:
+ *   npx tsc -b && node dist/bin/config-table.js
+ * test/shared/config.test.ts checks the README against the same catalogue.
+ */
+import { ENV } from '../shared/env.js';
+
+const rows = Object.entries(ENV).map(([name, v]) => {
+  const def = v.default === undefined || v.default === '' ? '—' : `\`${v.default}\``;
+  return `| \`${name}\` | ${def} | ${v.services.join(', ')} | ${v.description.replace(/\|/g, '\\|')} |`;
+});
+process.stdout.write(['| Variable | Default | Services | Description |', '|---|---|---|---|', ...rows].join('\n') + '\n');
