@@ -53,6 +53,13 @@ try {
   finish(1);
 }
 
+// Ctrl-C: the servers share our process group and get the signal too; remove their temp dirs.
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    servers.teardown().finally(() => process.exit(130));
+  });
+}
+
 mkdirSync(resolve(root, '.tap'), { recursive: true });
 const raw = createWriteStream(resolve(root, '.tap/last-run.tap'));
 const args = process.argv.slice(2);

@@ -365,6 +365,14 @@ export const ENV = {
     description: 'An unknown kid refetches the key set at most once per this period',
     parse: duration,
   }),
+  // ── test harness (npm test) ───────────────────────────────────────────────
+  TEST_REDIS_CLUSTER_NODES: v({
+    default: undefined,
+    optional: true,
+    services: ['test'],
+    description: 'Comma-separated host:port of a 3-master Redis Cluster for the tests; unset, `npm test` starts one from redis-server',
+    parse: list(nonEmpty),
+  }),
 } satisfies Record<string, VarSpec<unknown>>;
 
 export type EnvCatalog = typeof ENV;
