@@ -1,0 +1,62 @@
+/**
+ * Starts any service in-process on port 0 for a test, with its config built the way main.ts builds
+ * it (from the environment, here with overrides), and registers its shutdown at once.
+ */
+import { loadConfig } from '../../shared/config.js';
+import { startControlPlane } from '../../limiter/control-plane/app.js';
+import { controlPlaneConfig } from '../../limiter/control-plane/config.js';
+import { startNotifier } from '../../notifier/app.js';
+import { notifierConfig } from '../../notifier/config.js';
+import { startIdentity } from '../../identity/app.js';
+import { identityConfig } from '../../identity/config.js';
+import { startSidecar, type Sidecar, type SidecarDeps } from '../../limiter/sidecar.js';
+import { limiterConfig } from '../../limiter/config.js';
+import type { TestContext } from './db.js';
+import { testLogger } from './log.js';
+
+export interface RunningService {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+type Env = Record<string, string | undefined>;
+
+const PORT_ZERO: Env = {
+  LIMITER_PORT: '0',
+  LIMITER_ADMIN_PORT: '0',
+  CONTROL_PLANE_HTTP_PORT: '0',
+  CONTROL_PLANE_GRPC_PORT: '0',
+  NOTIFIER_PORT: '0',
+  IDENTITY_PORT: '0',
+};
+
+/** The environment a service sees in a test: the process's, ports 0, then the overrides. */
+export function testEnv(overrides: Env = {}): Env {
+  return { ...process.env, ...PORT_ZERO, ...overrides };
+}
+
+/** Starts the control plane, notifier or identity service against `DATABASE_URL` (pass a test database's url). */
+export async function useService(t: TestContext, name: 'control-plane' | 'notifier' | 'identity', overrides: Env): Promise<RunningService> {
+  const log = testLogger(name);
+  const env = testEnv(overrides);
+  const started =
+    name === 'control-plane'
+      ? await startControlPlane(loadConfig(controlPlaneConfig, env), log)
+      : name === 'notifier'
+        ? await startNotifier(loadConfig(notifierConfig, env), log)
+        : await startIdentity(loadConfig(identityConfig, env), log);
+  t.teardown(() => started.close());
+  return { port: started.port, url: `http://127.0.0.1:${started.port}`, close: () => started.close() };
+}
+
+/** Starts a sidecar; `overrides` are environment variables (LIMITER_ROUTES, LIMITER_QUOTA_FILE, …). */
+export async function useSidecar(
+  t: TestContext,
+  overrides: Env,
+  deps: SidecarDeps = {},
+): Promise<Sidecar & { url: string; adminUrl: string }> {
+  const s = await startSidecar(loadConfig(limiterConfig, testEnv(overrides)), testLogger('limiter'), deps);
+  t.teardown(() => s.close(1000));
+  return { ...s, url: `http://127.0.0.1:${s.port}`, adminUrl: `http://127.0.0.1:${s.adminPort}` };
+}
