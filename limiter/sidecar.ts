@@ -105,6 +105,16 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       onShadowDisagreement: () => metrics.scriptDisagreements.inc(),
     });
     store = redis;
+    // Without an offline queue, calls before the connection is up are refused: wait briefly, but
+    // start anyway when Redis is down — the fail modes exist for exactly that.
+    await redis
+      .ready(config.LIMITER_REDIS_CONNECT_TIMEOUT)
+      .catch((err: unknown) =>
+        log.warn(
+          { err: { message: err instanceof Error ? err.message : String(err) } },
+          'redis is not reachable at start; serving under fail modes until it is',
+        ),
+      );
   } else {
     store = new MemoryCounterStore({
       clock,

@@ -38,6 +38,8 @@ export const ERROR_CODES = {
   upstream_unreachable: { status: 502, title: 'The upstream could not be reached' },
   upstream_bad_response: { status: 502, title: 'The upstream sent an invalid response' },
   no_route: { status: 404, title: 'No upstream is configured for this path' },
+  counter_store_timeout: { status: 503, title: 'The counter store did not answer within its deadline' },
+  counter_store_unavailable: { status: 503, title: 'The counter store cannot be reached' },
 } as const satisfies Record<string, CodeSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,0 +1,353 @@
+/**
+ * The Redis counter store (ioredis 5), shared by every sidecar: one Lua script per decision covers
+ * the subject's bucket and the global bucket, both or neither, atomically ({@link ADMIT_LUA}).
+ *
+ * - Clock: Redis `TIME`, read inside the script, is the only clock. Sidecars' and callers' clocks
+ *   never enter a decision, so every sidecar sharing a Redis enforces one quota exactly.
+ * - Keys: layout `v1` (`key-layout.ts`), hash-tagged so the keys one call touches share a Cluster
+ *   slot, and expiring (PX) when the bucket is back at rest: an idle subject costs nothing.
+ * - Fail fast: auto-pipelining on; the offline queue off, so a command issued while disconnected
+ *   is refused at once; a per-call deadline (`deadlineMs`, default 50 ms, ioredis `commandTimeout`)
+ *   separate from the connect timeout; commands in flight when a connection drops are failed, never
+ *   re-sent (a re-sent decision could charge twice). Every failure rejects with a
+ *   {@link CounterStoreError} for the caller's circuit breaker. A timed-out call may still have
+ *   been applied by Redis: counters may be lossy in the subject's disfavour by that one request.
+ * - Scripts go by EVALSHA, loaded by EVAL on first use per connection and again after NOSCRIPT
+ *   (ioredis `defineCommand`).
+ *
+ * Redis Cluster and the global bucket. One script may touch one slot only, so the global bucket is
+ * split into S slot-local shards (`shards`, default 16 on a cluster, 1 on a standalone Redis). A
+ * subject's bucket lives beside shard `fnv1a(key) mod S`, and each shard holds `1/S` of the global
+ * limit (the full limit charged `cost × S`, exact in whole numbers). Accuracy of the global limit:
+ * - never over: the shards together admit at most what the unsharded bucket would (over any span
+ *   of `t` ms, at most `burst + rate × t / interval` for a token bucket), whatever the traffic;
+ * - under when skewed: a shard denies once its own `1/S` share is spent even while others have
+ *   room. With traffic from subjects in only m of the S shards, the global bucket admits as little
+ *   as `m / S` of its limit (one hot subject alone gets `1/S` of the global limit). Spread evenly
+ *   over many subjects, it converges to the full limit. A shard needs `burst ≥ S × cost` to admit
+ *   anything ({@link checkShardable}); choose S to fit the global burst.
+ * On a standalone Redis, S = 1 and the global bucket is exact.
+ *
+ * Versioning (seed 001). A new script is dual-run before it enforces: give it as `candidate` with
+ * its own layout version, and it runs beside the enforcing script on every call, writing its own
+ * keys (`<prefix>:<candidate version>:…`), never the enforcing keys. Its decisions are compared
+ * with the enforced ones and disagreements (a different allow/deny) counted in `shadowStats` and
+ * reported to `onShadowDisagreement`; its failures never affect the caller. The two scripts read
+ * `TIME` a moment apart, so a few disagreements at refill or window boundaries are expected; a
+ * steady stream is a finding. A script change and a key-layout change never ship in one deploy:
+ * shipped together, a disagreement could not be told apart from a layout bug, and rolling one back
+ * would strand the other's keys. Change the script with the layout fixed (shadowing under a
+ * scratch version), then change the layout with the script fixed.
+ */
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { ADMIT_LUA } from './admit-script.js';
+import { CounterStoreError, type AdmitRequest, type AdmitResult, type CounterStore } from './counter-store.js';
+import { bucketKey, checkKeyPart, globalKey, KEY_LAYOUT_VERSION, shardHead, shardOf } from './key-layout.js';
+import { ALGORITHM_CODE, type LimitParams } from './limit.js';
+
+/** A script to dual-run in shadow beside the enforcing one. */
+export interface ShadowCandidate {
+  /** Lua source with the calling convention of `ADMIT_LUA` (see admit-script.ts). */
+  readonly source: string;
+  /** The candidate's key layout version: its keys live under `<prefix>:<version>:`. Not `v1`. */
+  readonly version: string;
+}
+
+export interface ShadowStats {
+  /** Calls where both scripts answered and were compared. */
+  compared: number;
+  /** Of those, the ones where allow/deny differed. */
+  disagreed: number;
+  /** Candidate calls that failed (never seen by callers). */
+  errors: number;
+}
+
+export interface RedisCounterStoreOptions {
+  /** A standalone Redis, `redis://` or `rediss://` (credentials in the URL). */
+  url?: string;
+  /** Seed nodes of a Redis Cluster, `host:port`; takes precedence over `url`. */
+  clusterNodes?: readonly string[];
+  /** Deadline of one decision, ms (default 50). Separate from the connect timeout. */
+  deadlineMs?: number;
+  /** Connect timeout, ms (default 2000). */
+  connectTimeoutMs?: number;
+  /** Shards of each global bucket: 1..1024; default 16 on a cluster, 1 on a standalone Redis. */
+  shards?: number;
+  /** First part of every key (default `rl`); no braces or whitespace. Tests use a unique one. */
+  prefix?: string;
+  /** A script to dual-run in shadow (see the module comment). */
+  candidate?: ShadowCandidate;
+  /** Called on each shadow disagreement. Keep it cheap. */
+  onShadowDisagreement?: (key: string, enforced: AdmitResult, candidate: AdmitResult) => void;
+  /** Connection-level errors (the client's `error` events); the store keeps reconnecting. */
+  onConnectionError?: (err: Error) => void;
+  /** Extra ioredis options (password, tls, …); the store's fail-fast settings take precedence. */
+  redisOptions?: RedisOptions;
+}
+
+export const DEFAULT_DEADLINE_MS = 50;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
+export const DEFAULT_CLUSTER_SHARDS = 16;
+
+/** The reply of the admission script: allowed, binding, limit, remaining, resetAtMs, retryAfterMs, nowMs. */
+type Reply = [number, number, number, number, number, number, number];
+
+/**
+ * ioredis commands added by `defineCommand`, one per key count (the same script and SHA): with a
+ * fixed key count the first argument is the first key, which is what ioredis's cluster
+ * auto-pipelining groups commands by. A leading key-count argument would put every decision in one
+ * pipeline whatever its slot, which a cluster rejects.
+ */
+interface AdmitCommands {
+  rlAdmit1(key: string, ...argv: number[]): Promise<Reply>;
+  rlAdmit2(key: string, global: string, ...argv: number[]): Promise<Reply>;
+  rlCandidate1(key: string, ...argv: number[]): Promise<Reply>;
+  rlCandidate2(key: string, global: string, ...argv: number[]): Promise<Reply>;
+}
+
+/**
+ * Why a global limit cannot be sharded `shards` ways for requests up to `maxCost`, or `undefined`
+ * when it can. A shard holds `burst / shards` tokens; below `maxCost` it would deny every request.
+ * Call it where quotas and the global limit are validated.
+ */
+export function checkShardable(limit: LimitParams, shards: number, maxCost = 1): string | undefined {
+  const capacity = limit.algorithm === 'token_bucket' || limit.algorithm === 'leaky_bucket' ? limit.burst : limit.rate;
+  if (capacity < shards * maxCost) {
+    return `a global ${limit.algorithm} of capacity ${capacity} split into ${shards} shards cannot admit a request of cost ${maxCost}: raise the capacity to at least ${shards * maxCost} or use fewer shards`;
+  }
+  return undefined;
+}
+
+export class RedisCounterStore implements CounterStore {
+  readonly kind = 'redis' as const;
+  /** The ioredis client, for health checks and tests; do not send decisions through it directly. */
+  readonly client: Redis | Cluster;
+  /** Shards of each global bucket. */
+  readonly shards: number;
+  /** Shadow comparison counts (all 0 without a candidate). */
+  readonly shadowStats: ShadowStats = { compared: 0, disagreed: 0, errors: 0 };
+
+  readonly #cmd: AdmitCommands;
+  readonly #prefix: string;
+  // Per shard: `<prefix>:<version>:{s<n>}:` and the same followed by `k:`.
+  readonly #heads: string[];
+  readonly #keyHeads: string[];
+  readonly #candidateHeads: string[] | undefined;
+  readonly #candidateKeyHeads: string[] | undefined;
+  readonly #candidateVersion: string | undefined;
+  readonly #globals = new Map<string, string[]>();
+  readonly #candidateGlobals = new Map<string, string[]>();
+  readonly #onDisagree: RedisCounterStoreOptions['onShadowDisagreement'];
+  readonly #connectTimeoutMs: number;
+
+  constructor(opts: RedisCounterStoreOptions) {
+    const deadline = opts.deadlineMs ?? DEFAULT_DEADLINE_MS;
+    const connectTimeout = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const cluster = opts.clusterNodes !== undefined && opts.clusterNodes.length > 0;
+    const shards = opts.shards ?? (cluster ? DEFAULT_CLUSTER_SHARDS : 1);
+    const prefix = opts.prefix ?? 'rl';
+    if (!(deadline > 0)) throw new RangeError(`RedisCounterStore: deadlineMs must be > 0, got ${deadline}`);
+    if (!(connectTimeout > 0)) throw new RangeError(`RedisCounterStore: connectTimeoutMs must be > 0, got ${connectTimeout}`);
+    if (!Number.isInteger(shards) || shards < 1 || shards > 1024)
+      throw new RangeError(`RedisCounterStore: shards must be 1..1024, got ${shards}`);
+    const prefixProblem = checkKeyPart(prefix);
+    if (prefixProblem) throw new RangeError(`RedisCounterStore: prefix ${prefixProblem}`);
+    if (!cluster && opts.url === undefined) throw new RangeError('RedisCounterStore: give url or clusterNodes');
+    const cand = opts.candidate;
+    if (cand !== undefined) {
+      const p = checkKeyPart(cand.version);
+      if (p) throw new RangeError(`RedisCounterStore: candidate version ${p}`);
+      if (cand.version === KEY_LAYOUT_VERSION)
+        throw new RangeError(`RedisCounterStore: the candidate must write its own keys, not ${KEY_LAYOUT_VERSION}'s`);
+    }
+
+    const failFast: RedisOptions = {
+      ...opts.redisOptions,
+      connectTimeout: connectTimeout,
+      commandTimeout: deadline,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      enableAutoPipelining: true,
+      lazyConnect: false,
+    };
+    if (cluster) {
+      const nodes = opts.clusterNodes!.map(parseNode);
+      const copts: ClusterOptions = {
+        redisOptions: failFast,
+        enableOfflineQueue: false,
+        enableAutoPipelining: true,
+        scaleReads: 'master',
+        lazyConnect: false,
+      };
+      this.client = new Cluster(nodes, copts);
+    } else {
+      this.client = new Redis(opts.url!, failFast);
+    }
+    // Without a listener an `error` event would crash the process; reconnection is automatic.
+    const onErr = opts.onConnectionError;
+    this.client.on('error', (err: Error) => onErr?.(err));
+    this.client.defineCommand('rlAdmit1', { lua: ADMIT_LUA, numberOfKeys: 1 });
+    this.client.defineCommand('rlAdmit2', { lua: ADMIT_LUA, numberOfKeys: 2 });
+    if (cand !== undefined) {
+      this.client.defineCommand('rlCandidate1', { lua: cand.source, numberOfKeys: 1 });
+      this.client.defineCommand('rlCandidate2', { lua: cand.source, numberOfKeys: 2 });
+    }
+    this.#cmd = this.client as unknown as AdmitCommands;
+
+    this.shards = shards;
+    this.#prefix = prefix;
+    this.#connectTimeoutMs = connectTimeout;
+    this.#heads = Array.from({ length: shards }, (_, s) => shardHead(prefix, KEY_LAYOUT_VERSION, s));
+    this.#candidateVersion = cand?.version;
+    this.#keyHeads = this.#heads.map((h) => h + 'k:');
+    this.#candidateHeads = cand && Array.from({ length: shards }, (_, s) => shardHead(prefix, cand.version, s));
+    this.#candidateKeyHeads = this.#candidateHeads?.map((h) => h + 'k:');
+    this.#onDisagree = opts.onShadowDisagreement;
+  }
+
+  /** The Redis key of a subject's bucket (layout v1). */
+  bucketKey(key: string): string {
+    return bucketKey(this.#prefix, KEY_LAYOUT_VERSION, this.shards === 1 ? 0 : shardOf(key, this.shards), key);
+  }
+
+  /** The Redis key of one shard of a global bucket (layout v1). */
+  globalShardKey(name: string, shard: number): string {
+    return globalKey(this.#prefix, KEY_LAYOUT_VERSION, shard, name);
+  }
+
+  /** Resolves once connected (for /readyz and start-up); rejects with a `CounterStoreError` after `timeoutMs`. */
+  ready(timeoutMs = this.#connectTimeoutMs): Promise<void> {
+    const c = this.client;
+    if (c.status === 'ready') return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        c.off('ready', onReady);
+        reject(new CounterStoreError('counter_store_unavailable', `redis: not ready within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      c.once('ready', onReady);
+    });
+  }
+
+  admit(req: AdmitRequest): Promise<AdmitResult> {
+    const n = this.shards;
+    const shard = n === 1 ? 0 : shardOf(req.key, n);
+    const L = req.limit;
+    const g = req.global;
+    let p: Promise<Reply>;
+    if (g === undefined) {
+      p = this.#cmd.rlAdmit1(this.#keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost);
+    } else {
+      const G = g.limit;
+      p = this.#cmd.rlAdmit2(
+        this.#keyHeads[shard] + req.key,
+        globalKeys(this.#globals, this.#heads, g.name)[shard]!,
+        ALGORITHM_CODE[L.algorithm],
+        L.rate,
+        L.burst,
+        L.intervalMs,
+        req.cost,
+        ALGORITHM_CODE[G.algorithm],
+        G.rate,
+        G.burst,
+        G.intervalMs,
+        req.cost * n,
+      );
+    }
+    const result = p.then(toResult, toStoreError);
+    if (this.#candidateHeads !== undefined) this.#shadow(req, shard, result);
+    return result;
+  }
+
+  /** Runs the candidate script on the same request and compares; never affects the caller. */
+  #shadow(req: AdmitRequest, shard: number, enforced: Promise<AdmitResult>): void {
+    const heads = this.#candidateHeads!;
+    const keyHeads = this.#candidateKeyHeads!;
+    const L = req.limit;
+    const g = req.global;
+    let c: Promise<Reply>;
+    if (g === undefined) {
+      c = this.#cmd.rlCandidate1(keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost);
+    } else {
+      const G = g.limit;
+      c = this.#cmd.rlCandidate2(
+        keyHeads[shard] + req.key,
+        globalKeys(this.#candidateGlobals, heads, g.name)[shard]!,
+        ALGORITHM_CODE[L.algorithm],
+        L.rate,
+        L.burst,
+        L.intervalMs,
+        req.cost,
+        ALGORITHM_CODE[G.algorithm],
+        G.rate,
+        G.burst,
+        G.intervalMs,
+        req.cost * this.shards,
+      );
+    }
+    const stats = this.shadowStats;
+    c.then(
+      (reply) => {
+        const cand = toResult(reply);
+        enforced.then(
+          (enf) => {
+            stats.compared++;
+            if (enf.allowed !== cand.allowed) {
+              stats.disagreed++;
+              this.#onDisagree?.(req.key, enf, cand);
+            }
+          },
+          () => undefined,
+        );
+      },
+      () => {
+        stats.errors++;
+      },
+    );
+  }
+
+  /** The candidate's layout version, when one runs in shadow. */
+  get candidateVersion(): string | undefined {
+    return this.#candidateVersion;
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.client.quit();
+    } catch {
+      this.client.disconnect();
+    }
+  }
+}
+
+function globalKeys(cache: Map<string, string[]>, heads: readonly string[], name: string): string[] {
+  let keys = cache.get(name);
+  if (keys === undefined) {
+    keys = heads.map((h) => h + 'g:' + name);
+    cache.set(name, keys);
+  }
+  return keys;
+}
+
+function toResult(r: Reply): AdmitResult {
+  return { allowed: r[0] === 1, binding: r[1] === 1 ? 'global' : 'key', limit: r[2], remaining: r[3], resetAtMs: r[4], retryAfterMs: r[5] };
+}
+
+function toStoreError(err: unknown): never {
+  if (err instanceof Error && err.message === 'Command timed out') {
+    throw new CounterStoreError('counter_store_timeout', 'redis: no answer within the deadline', err);
+  }
+  throw new CounterStoreError('counter_store_unavailable', 'redis: the counter store cannot answer', err);
+}
+
+function parseNode(s: string): { host: string; port: number } {
+  const i = s.lastIndexOf(':');
+  const port = Number(s.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port < 1 || port > 65535)
+    throw new RangeError(`RedisCounterStore: cluster node must be host:port, got ${s}`);
+  return { host: s.slice(0, i), port };
+}
