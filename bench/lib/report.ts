@@ -1,0 +1,178 @@
+/**
+ * The sidecar benchmark's report: the markdown table, the ratios against the targets of issue 3,
+ * the machine it ran on, and the section of bench/RESULTS.md it owns.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import type { Measurement, Tool } from './load.js';
+
+export interface Row {
+  /** Stable id the ratios look rows up by, e.g. `sidecar-memory-admit`, `rate-direct`. */
+  id: string;
+  label: string;
+  m: Measurement;
+}
+
+const fmtInt = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en') : 'n/a');
+const fmtMs = (n: number): string => (Number.isFinite(n) ? n.toFixed(3) : 'n/a');
+const pct = (part: number, whole: number): string => {
+  if (whole <= 0) return '0%';
+  const p = (part / whole) * 100;
+  return p === 0 ? '0%' : p < 0.01 ? '<0.01%' : `${p.toFixed(2)}%`;
+};
+
+/** Main markdown table: one line per scenario and tool. */
+export function table(rows: readonly Row[]): string {
+  const lines = [
+    '| scenario | tool | requests/s | p50 ms | p99 ms | errors / non-2xx | server CPU |',
+    '|---|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of rows) {
+    const attempts = r.m.responses + r.m.errors;
+    const cpu = r.m.serverCpu === undefined || !Number.isFinite(r.m.serverCpu) ? 'n/a' : `${Math.round(r.m.serverCpu * 100)}%`;
+    lines.push(
+      `| ${r.label} | ${r.m.tool} | ${fmtInt(r.m.rps)} | ${fmtMs(r.m.p50Ms)} | ${fmtMs(r.m.p99Ms)} | ${pct(r.m.errors, attempts)} / ${pct(r.m.non2xx, r.m.responses)} | ${cpu} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function find(rows: readonly Row[], id: string, tool: Tool): Measurement | undefined {
+  return rows.find((r) => r.id === id && r.m.tool === tool)?.m;
+}
+
+/** The ratios issue 3 sets targets on, with a verdict per line; empty lines are left out. */
+export function ratios(rows: readonly Row[], stores: readonly string[]): string {
+  const out: string[] = [];
+  for (const tool of ['autocannon', 'wrk'] as const) {
+    for (const [kind, target, word] of [
+      ['admit', 0.75, 'admitted'],
+      ['deny', 1, 'denied'],
+    ] as const) {
+      const peer = find(rows, `nginx-${kind}`, tool);
+      if (!peer) continue;
+      for (const store of stores) {
+        const ours = find(rows, `sidecar-${store}-${kind}`, tool);
+        if (!ours) continue;
+        const ratio = ours.rps / peer.rps;
+        out.push(
+          `- ${word}, ${store} store, ${tool}: sidecar/nginx = **${ratio.toFixed(2)}×** (${fmtInt(ours.rps)} vs ${fmtInt(peer.rps)} req/s; target ≥ ${target}×: ${ratio >= target ? 'met' : 'not met'})`,
+        );
+      }
+    }
+  }
+  const direct = find(rows, 'rate-direct', 'autocannon');
+  if (direct) {
+    for (const id of [...stores.map((s) => `rate-sidecar-${s}`), 'rate-nginx']) {
+      const m = find(rows, id, 'autocannon');
+      if (!m) continue;
+      const added = m.p99Ms - direct.p99Ms;
+      const who = id === 'rate-nginx' ? 'nginx (peer, for reference)' : `sidecar, ${id.slice('rate-sidecar-'.length)} store`;
+      const verdict = id === 'rate-nginx' ? '' : `; target ≤ 1 ms: ${added <= 1 ? 'met' : 'not met'}`;
+      out.push(
+        `- added p99 at a fixed rate, ${who}: **${added >= 0 ? '+' : ''}${added.toFixed(3)} ms** over direct (p99 ${fmtMs(m.p99Ms)} vs ${fmtMs(direct.p99Ms)} ms; p50 ${fmtMs(m.p50Ms)} vs ${fmtMs(direct.p50Ms)} ms${verdict})`,
+      );
+    }
+  }
+  return out.join('\n');
+}
+
+/**
+ * Warnings about rows whose figures do not mean what their label says: a proxied row close to the
+ * direct one (the load generator, not the proxy, was the limit), an admitting row with refusals,
+ * a denying row that admitted, a fixed-rate row that missed its rate.
+ */
+export function warnings(rows: readonly Row[], rate: number): string[] {
+  const out: string[] = [];
+  for (const r of rows) {
+    const m = r.m;
+    const direct = find(rows, 'direct', m.tool);
+    if (direct && r.id !== 'direct' && !r.id.startsWith('rate-') && m.rps >= 0.9 * direct.rps)
+      out.push(`${r.label} (${m.tool}) reached ${fmtInt(m.rps)} req/s, ≥ 90% of direct: likely load-generator bound`);
+    else if (!r.id.startsWith('rate-') && m.serverCpu !== undefined && m.serverCpu < 0.85)
+      out.push(
+        `${r.label} (${m.tool}): the server under test used ${Math.round(m.serverCpu * 100)}% of a core: the load generator (or a noisy machine), not the server, set this figure`,
+      );
+    if ((r.id.endsWith('-admit') || r.id.startsWith('rate-') || r.id === 'direct') && m.non2xx > 0.001 * m.responses)
+      out.push(`${r.label} (${m.tool}): ${pct(m.non2xx, m.responses)} non-2xx on an admitting path ${JSON.stringify(m.statuses)}`);
+    if (r.id.endsWith('-deny') && m.non2xx < 0.99 * m.responses)
+      out.push(`${r.label} (${m.tool}): only ${pct(m.non2xx, m.responses)} refused on the denying path`);
+    if (m.errors > 0.001 * (m.responses + m.errors)) out.push(`${r.label} (${m.tool}): ${fmtInt(m.errors)} socket errors or timeouts`);
+    if (r.id.startsWith('rate-') && m.rps < 0.95 * rate)
+      out.push(`${r.label}: ${fmtInt(m.rps)} req/s, below the fixed rate of ${fmtInt(rate)}: the latency figures are not at that rate`);
+  }
+  return out;
+}
+
+export interface Machine {
+  cores: number;
+  cpu: string;
+  node: string;
+  nginx: string;
+  wrk: string;
+  redis: string;
+  kernel: string;
+}
+
+/** The first line a command prints (wrk -v exits 1 after printing its version, so any status). */
+function firstLine(cmd: string, args: string[]): string | undefined {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.error) return undefined;
+  return (r.stdout || r.stderr).trim().split('\n')[0] || undefined;
+}
+
+/**
+ * nproc, the CPU model from /proc/cpuinfo (os.cpus() elsewhere), versions. Call it before pinning
+ * this process: nproc counts only the cores a process may run on.
+ */
+export function machine(nginx: string | undefined): Machine {
+  let cpu = cpus()[0]?.model ?? 'unknown';
+  try {
+    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (m) cpu = m[1]!.trim();
+  } catch {
+    // not Linux: os.cpus() it is
+  }
+  return {
+    cores: Number(firstLine('nproc', [])) || cpus().length,
+    cpu,
+    node: process.version,
+    nginx: nginx ?? 'nginx not installed',
+    wrk: firstLine('wrk', ['-v'])?.replace(/ \[.*$/, '') ?? 'wrk not installed',
+    redis:
+      firstLine('redis-server', ['--version'])
+        ?.replace(/^Redis server v=/, '')
+        .replace(/ sha=.*$/, '') ?? 'not installed',
+    kernel: firstLine('uname', ['-sr']) ?? 'unknown',
+  };
+}
+
+export const RESULTS_HEADING = '## Sidecar (issue 3)';
+const RESULTS_HEADER = `# Benchmark results
+
+Latest figures of the scripts in bench/, each section written by its own script (\`npm run bench\`
+and friends) with the machine and the date. Re-running a script replaces its section only.
+`;
+
+/**
+ * `text` with the section under `heading` (up to the next \`## \` heading) replaced by `body`, or
+ * appended when absent. Other sections are left byte for byte.
+ */
+export function replaceSection(text: string, heading: string, body: string): string {
+  const section = `${heading}\n\n${body.trim()}\n`;
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => l.trim() === heading);
+  if (start < 0) return `${text.replace(/\n*$/, '')}\n\n${section}`;
+  let end = lines.findIndex((l, i) => i > start && /^## /.test(l));
+  if (end < 0) end = lines.length;
+  const before = lines.slice(0, start).join('\n');
+  const after = lines.slice(end).join('\n');
+  return `${before}${before ? '\n' : ''}${section}${after ? `\n${after}` : ''}`;
+}
+
+/** Writes (or replaces) this bench's section of RESULTS.md, creating the file when missing. */
+export function writeResults(file: string, body: string): void {
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : RESULTS_HEADER;
+  writeFileSync(file, replaceSection(text, RESULTS_HEADING, body).replace(/\n*$/, '\n'));
+}
