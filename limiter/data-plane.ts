@@ -63,8 +63,10 @@ const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
 class Pending {
   aborted = false;
   responded = false;
-  private completed = false;
+  /** The uWS response is finished (or gone): it must not be touched again, not even to pause. */
+  completed = false;
   exchange: Exchange | null = null;
+  rateLimitHeaders: readonly string[] = [];
   body: Buffer | RequestBodyStream | null = null;
   bodyReady = true;
   private bodyChunks: Buffer[] | null = null;
@@ -94,6 +96,10 @@ class Pending {
   onDone(): void {
     if (this.completed) return;
     this.completed = true;
+    if (this.body instanceof RequestBodyStream) {
+      this.body.resClosed = true;
+      if (!this.body.readableEnded) this.body.destroy();
+    }
     this.plane.finish();
   }
 
@@ -103,6 +109,7 @@ class Pending {
       this.bodyReady = false;
       this.bodyChunks = [];
       this.res.onData((chunk, isLast) => {
+        if (this.completed) return;
         this.bodySize += chunk.byteLength;
         if (this.bodySize > max) return this.tooLarge();
         this.bodyChunks!.push(Buffer.from(new Uint8Array(chunk).slice()));
@@ -118,6 +125,7 @@ class Pending {
     const stream = new RequestBodyStream(this.res);
     this.body = stream;
     this.res.onData((chunk, isLast) => {
+      if (this.completed) return;
       this.bodySize += chunk.byteLength;
       if (this.bodySize > max) return this.tooLarge();
       stream.feed(chunk, isLast);
@@ -196,8 +204,8 @@ export class DataPlane {
     }
     if (declared > 0 || chunked || !BODYLESS_METHODS.has(method)) {
       if (declared > 0 || chunked) p.readBody(declared, chunked, this.o.bufferBodyBytes, this.o.maxBodyBytes);
-      if (chunked) p.headers.push('transfer-encoding', 'chunked');
-      else if (declared > this.o.bufferBodyBytes) p.headers.push('content-length', contentLength);
+      // A streamed body of known length keeps it; a chunked one is sent chunked by undici itself.
+      if (!chunked && declared > this.o.bufferBodyBytes) p.headers.push('content-length', contentLength);
     }
 
     if (apiKey !== '') {
@@ -289,19 +297,23 @@ export class DataPlane {
     const headers = p.headers;
     headers.push('x-subject', caller.subject, 'x-subject-role', caller.role);
     if (this.o.serviceSecret !== undefined) headers.push('x-subject-secret', this.o.serviceSecret);
-    p.whenBodyReady(() => {
-      if (p.aborted || p.responded) return;
-      p.responded = true;
-      const ex = new Exchange(p.res, p, rl);
-      p.exchange = ex;
-      const opts: Dispatcher.DispatchOptions = {
-        path: p.query === '' ? p.path : `${p.path}?${p.query}`,
-        method: p.method as Dispatcher.HttpMethod,
-        headers,
-        body: p.body,
-      };
-      ex.start(this.o.upstreams.pool(p.route.upstreamIndex), opts);
-    });
+    p.rateLimitHeaders = rl;
+    if (p.bodyReady) this.forward(p);
+    else p.whenBodyReady(() => this.forward(p));
+  }
+
+  private forward(p: Pending): void {
+    if (p.aborted || p.responded) return;
+    p.responded = true;
+    const ex = new Exchange(p.res, p, p.rateLimitHeaders);
+    p.exchange = ex;
+    const opts: Dispatcher.DispatchOptions = {
+      path: p.query === '' ? p.path : `${p.path}?${p.query}`,
+      method: p.method as Dispatcher.HttpMethod,
+      headers: p.headers,
+      body: p.body,
+    };
+    ex.start(this.o.upstreams.pool(p.route.upstreamIndex), opts);
   }
 
   refuse(p: Pending, code: ErrorCode, detail: string, headers: readonly string[]): void {

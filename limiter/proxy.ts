@@ -76,7 +76,14 @@ const RESPONSE_DROP = new Set([...HOP_BY_HOP, 'date']);
 
 /** True when a request header must not be forwarded as it came (hop-by-hop, or ours to set). */
 export function dropRequestHeader(lowerName: string): boolean {
-  return HOP_BY_HOP.has(lowerName) || lowerName.startsWith('x-subject') || lowerName === 'x-api-key' || lowerName === 'x-forwarded-for';
+  return (
+    HOP_BY_HOP.has(lowerName) ||
+    lowerName.startsWith('x-subject') ||
+    lowerName === 'x-api-key' ||
+    lowerName === 'x-forwarded-for' ||
+    // `Expect: 100-continue` is between the client and us (uWS answers it); undici refuses to send it.
+    lowerName === 'expect'
+  );
 }
 
 export interface ProxyHooks {
@@ -84,17 +91,35 @@ export interface ProxyHooks {
   onDone(status: number): void;
 }
 
+// Problem bodies by code and detail: most refusals (429s above all) repeat the same few texts.
+const problemBodies = new Map<string, { status: string; body: string; code: number }>();
+let problemRes: HttpResponse;
+let problemEntry: { status: string; body: string; code: number };
+let problemHeaders: readonly string[];
+function corkedProblem(): void {
+  const res = problemRes;
+  res.writeStatus(problemEntry.status);
+  res.writeHeader('content-type', PROBLEM_CONTENT_TYPE);
+  const h = problemHeaders;
+  for (let i = 0; i < h.length; i += 2) res.writeHeader(h[i]!, h[i + 1]!);
+  res.end(problemEntry.body);
+}
 
 /** Writes a problem+json error with the rate-limit headers already computed for this request. */
 export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string, extraHeaders: readonly string[]): number {
-  const p = problemFor(code, { detail });
-  res.cork(() => {
-    res.writeStatus(statusLine(p.status));
-    res.writeHeader('content-type', PROBLEM_CONTENT_TYPE);
-    for (let i = 0; i < extraHeaders.length; i += 2) res.writeHeader(extraHeaders[i]!, extraHeaders[i + 1]!);
-    res.end(JSON.stringify(p));
-  });
-  return p.status;
+  const key = code + '\u0000' + detail;
+  let entry = problemBodies.get(key);
+  if (!entry) {
+    const p = problemFor(code, { detail });
+    entry = { status: statusLine(p.status), body: JSON.stringify(p), code: p.status };
+    // Details that embed a path would grow the map without bound: cache only the fixed ones.
+    if (problemBodies.size < 256) problemBodies.set(key, entry);
+  }
+  problemRes = res;
+  problemEntry = entry;
+  problemHeaders = extraHeaders;
+  res.cork(corkedProblem);
+  return entry.code;
 }
 
 function upstreamErrorCode(err: unknown): ErrorCode {
@@ -113,20 +138,51 @@ function upstreamErrorCode(err: unknown): ErrorCode {
 
 const EMPTY: readonly string[] = [];
 
+// Header names that may need dropping, by byte length (connection 10, keep-alive 10, proxy-connection
+// 16, proxy-authenticate 18, proxy-authorization 19, te 2, trailer 7, transfer-encoding 17,
+// upgrade 7, content-length 14, host 4, date 4): other lengths are copied without decoding.
+const DROP_LENGTHS = new Uint8Array(32);
+for (const n of RESPONSE_DROP) DROP_LENGTHS[n.length] = 1;
+
+// uWS cork callbacks read their arguments from here (cork runs its callback synchronously):
+// one function per kind of write instead of a closure per response.
+let target: Exchange;
+let chunkArg: Buffer;
+let writeOk = false;
+let writeDone = false;
+function corkedHeadAndChunk(): void {
+  target.writeHead();
+  target.writeChunk(chunkArg);
+}
+function corkedChunk(): void {
+  target.writeChunk(chunkArg);
+}
+function corkedFinish(): void {
+  target.writeHead();
+  target.writeEnd();
+}
+
 /**
  * One proxied request. Create it after admission, call `start()`; the uWS response must already
  * have an onAborted handler that calls `abort()`.
+ *
+ * The upstream's status and headers are held until the first body chunk (or the end) arrives, then
+ * written together with it in one corked write: one send per small response instead of two, and a
+ * failure before any byte has gone out can still be answered with a clean 502/504.
  */
 export class Exchange implements Dispatcher.DispatchHandler {
   aborted = false;
-  private headersSent = false;
+  private headWritten = false;
   private finished = false;
   private abortUpstream: ((err?: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
-  /** -1 when the upstream did not send a Content-Length (chunked to the client). */
+  /** -1 when the upstream did not send a Content-Length (chunked to the client); -2: no body. */
   private total = -1;
+  private declaredLength = -1;
   private isHead = false;
   private status = 0;
+  private statusText = '';
+  private rawHeaders: Buffer[] | null = null;
   private pending: Buffer | null = null;
   private pendingOffset = 0;
 
@@ -165,62 +221,83 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.aborted) return false;
     if (statusCode < 200) return true; // 1xx informational: nothing to forward
     this.status = statusCode;
+    this.statusText = statusText;
+    this.rawHeaders = rawHeaders;
     this.resumeUpstream = resume;
-    const res = this.res;
-    res.cork(() => {
-      res.writeStatus(statusText ? `${statusCode} ${statusText}` : statusLine(statusCode));
-      for (let i = 0; i < rawHeaders.length; i += 2) {
-        const name = rawHeaders[i]!;
-        const lower = name.toString('latin1').toLowerCase();
-        if (RESPONSE_DROP.has(lower)) {
-          if (lower === 'content-length') this.total = Number(rawHeaders[i + 1]!.toString('latin1'));
-          continue;
-        }
-        res.writeHeader(name, rawHeaders[i + 1]!);
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = rawHeaders[i]!;
+      if (name.length === 14 && name.toString('latin1').toLowerCase() === 'content-length') {
+        this.declaredLength = Number(rawHeaders[i + 1]!.toString('latin1'));
+        this.total = this.declaredLength;
       }
-      const extra = this.extraHeaders;
-      for (let i = 0; i < extra.length; i += 2) res.writeHeader(extra[i]!, extra[i + 1]!);
-    });
-    this.headersSent = true;
+    }
     if (this.isHead || statusCode === 204 || statusCode === 304) this.total = -2;
     return true;
   }
 
-  onData(chunk: Buffer): boolean {
-    if (this.aborted || this.total === -2) return !this.aborted;
+  /** Status line and headers, once; called inside a cork. */
+  writeHead(): void {
+    if (this.headWritten) return;
+    this.headWritten = true;
     const res = this.res;
+    const status = this.status;
+    res.writeStatus(this.statusText ? `${status} ${this.statusText}` : statusLine(status));
+    const raw = this.rawHeaders!;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!;
+      if (name.length < 32 && DROP_LENGTHS[name.length] === 1 && RESPONSE_DROP.has(name.toString('latin1').toLowerCase())) continue;
+      res.writeHeader(name, raw[i + 1]!);
+    }
+    const extra = this.extraHeaders;
+    for (let i = 0; i < extra.length; i += 2) res.writeHeader(extra[i]!, extra[i + 1]!);
+    this.rawHeaders = null;
+  }
+
+  /** One body chunk; called inside a cork. Sets writeOk / writeDone. */
+  writeChunk(chunk: Buffer): void {
     if (this.total >= 0) {
-      const offset = res.getWriteOffset();
-      let ok = false;
-      let done = false;
-      res.cork(() => {
-        [ok, done] = res.tryEnd(chunk, this.total);
-      });
-      if (done) {
-        this.done(this.status);
-        return true;
-      }
-      if (!ok) {
-        // uWS took part of it: keep the rest and resume undici when the socket drains.
-        this.pending = chunk;
-        this.pendingOffset = offset;
-        res.onWritable((off) => this.drainPending(off));
-        return false;
-      }
+      const r = this.res.tryEnd(chunk, this.total);
+      writeOk = r[0];
+      writeDone = r[1];
+    } else {
+      writeOk = this.res.write(chunk);
+      writeDone = false;
+    }
+  }
+
+  /** The end of a response whose body is complete; called inside a cork. */
+  writeEnd(): void {
+    if (this.total === -2) this.res.endWithoutBody(this.isHead && this.declaredLength >= 0 ? this.declaredLength : undefined, false);
+    else if (this.total === -1) this.res.end();
+    else if (this.total === 0) this.res.end();
+    // total > 0 and not yet done: the upstream sent less than it promised (handled by the caller).
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.aborted) return false;
+    if (this.total === -2) return true;
+    const res = this.res;
+    const offset = res.getWriteOffset();
+    target = this;
+    chunkArg = chunk;
+    res.cork(this.headWritten ? corkedChunk : corkedHeadAndChunk);
+    if (writeDone) {
+      this.done(this.status);
       return true;
     }
-    let ok = true;
-    res.cork(() => {
-      ok = res.write(chunk);
-    });
-    if (!ok) {
+    if (writeOk) return true;
+    if (this.total >= 0) {
+      // uWS took part of it: keep the rest and resume undici when the socket drains.
+      this.pending = chunk;
+      this.pendingOffset = offset;
+      res.onWritable((off) => this.drainPending(off));
+    } else {
       res.onWritable(() => {
         this.resumeUpstream?.();
         return true;
       });
-      return false;
     }
-    return true;
+    return false;
   }
 
   private drainPending(offset: number): boolean {
@@ -241,26 +318,27 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onComplete(): void {
     if (this.aborted || this.finished) return;
-    const res = this.res;
-    if (this.total === -2) {
-      res.cork(() => res.endWithoutBody(undefined, false));
-    } else if (this.total === -1) {
-      res.cork(() => res.end());
-    } else {
+    if (this.total > 0) {
       // Content-Length promised more than the upstream sent: the response cannot be completed.
-      res.close();
+      if (this.headWritten) this.res.close();
+      else this.done(writeProblem(this.res, 'upstream_bad_response', 'the upstream sent a truncated response', this.extraHeaders));
+      this.done(this.status);
+      return;
     }
+    target = this;
+    this.res.cork(corkedFinish);
     this.done(this.status);
   }
 
   onError(err: Error): void {
     if (this.aborted || this.finished) return;
-    if (this.headersSent) {
+    if (this.headWritten) {
       this.res.close();
       this.done(this.status || 502);
       return;
     }
     const code = upstreamErrorCode(err);
+    if (process.env.DEBUG_PROXY) console.error('proxy error', err);
     const detail =
       code === 'upstream_timeout'
         ? 'the upstream did not answer in time'
@@ -285,13 +363,16 @@ export class RequestBodyStream extends Readable {
   constructor(private readonly res: HttpResponse) {
     super({ highWaterMark: 64 * 1024 });
   }
+  /** Set when the uWS response is finished: from then on `res` must not be touched. */
+  resClosed = false;
   override _read(): void {
-    this.res.resume();
+    if (!this.resClosed) this.res.resume();
   }
   /** Pushes a copy of a uWS chunk (uWS reuses its buffer after the callback returns). */
   feed(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.destroyed) return;
     const copy = Buffer.from(new Uint8Array(chunk).slice());
-    if (!this.push(copy)) this.res.pause();
+    if (!this.push(copy) && !this.resClosed) this.res.pause();
     if (isLast) this.push(null);
   }
 }

@@ -6,7 +6,7 @@
  * verified at the edge; else, on routes that take no credentials, the client address under a
  * coarse per-IP cap; else 401 `credentials_required`.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { PlatformError } from '../shared/errors.js';
 import { quotaSubjectOf, type AccessClaims } from '../shared/jwt/index.js';
 
@@ -26,7 +26,8 @@ export interface Caller {
 
 /** `key:<sha256 hex of the raw key>`: the only form in which an API key exists past this line. */
 export function apiKeySubject(rawKey: string): string {
-  return 'key:' + createHash('sha256').update(rawKey).digest('hex');
+  // crypto.hash (Node ≥ 20.12) is a one-shot digest: 2–3× cheaper than createHash().update().digest().
+  return 'key:' + hash('sha256', rawKey, 'hex');
 }
 
 export function keyCaller(rawKey: string): Caller {
