@@ -4,6 +4,7 @@
  * the supervisor, waits until every one answers /readyz, and prints the URLs. Ctrl-C (or SIGTERM)
  * stops the services, then the database.
  */
+import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { loadConfig, pick } from '../shared/config.js';
 import { ENV } from '../shared/env.js';
@@ -24,6 +25,7 @@ const spec = pick(ENV, [
   'LIMITER_PORT',
   'LIMITER_ADMIN_PORT',
   'CONTROL_PLANE_HTTP_PORT',
+  'CONTROL_PLANE_GRPC_PORT',
   'NOTIFIER_PORT',
   'IDENTITY_PORT',
   'SANDBOX_PORT',
@@ -100,12 +102,25 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop(0));
   process.on('SIGTERM', () => void stop(0));
 
+  // The sidecar follows the control plane when both run here (unless told otherwise).
+  const limiterEnv: Record<string, string> = {};
+  // An admin token for this run when none is configured, so the quota CLI and the internal HTTP API
+  // work out of the box; printed below. Set ADMIN_TOKEN to choose your own.
+  const adminToken = process.env.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
+  const generatedToken = process.env.ADMIN_TOKEN === undefined;
+  if (names.includes('control-plane') && !process.env.LIMITER_CONTROL_PLANE_URL && !process.env.LIMITER_QUOTA_FILE) {
+    limiterEnv.LIMITER_CONTROL_PLANE_URL = `${host}:${config.CONTROL_PLANE_GRPC_PORT}`;
+  }
   for (const name of names) {
     supervisor.add({
       name,
       command: process.execPath,
       args: ['--enable-source-maps', resolve(PROJECT_ROOT, catalogue[name].script)],
-      env: { DATABASE_URL: databaseUrl },
+      env: {
+        DATABASE_URL: databaseUrl,
+        ...(name === 'limiter' ? limiterEnv : {}),
+        ...(name === 'control-plane' ? { ADMIN_TOKEN: adminToken } : {}),
+      },
     });
   }
 
@@ -133,6 +148,10 @@ async function main(): Promise<void> {
   say('\nthe platform is ready:');
   for (const n of names) for (const [what, url] of Object.entries(catalogue[n].urls)) say(`  ${what.padEnd(30)} ${url}`);
   if (pg) say(`  ${'embedded PostgreSQL'.padEnd(30)} ${pg.url.replace(/\/\/([^:]+):[^@]*@/, '//$1:***@')}`);
+  if (names.includes('control-plane')) {
+    say(`  ${'control plane gRPC'.padEnd(30)} ${host}:${config.CONTROL_PLANE_GRPC_PORT}`);
+    if (generatedToken) say(`\nadmin token for this run (quota CLI, /internal API): export ADMIN_TOKEN=${adminToken}`);
+  }
   say('\nCtrl-C stops everything.');
 }
 

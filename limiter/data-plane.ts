@@ -19,7 +19,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Verifier } from '../shared/jwt/index.js';
 import type { InFlight } from '../shared/http.js';
 import type { LimitParams } from './admission/limit.js';
-import { dropRequestHeader, Exchange, RequestBodyStream, writeProblem, type Upstreams } from './proxy.js';
+import { connectionTokens, dropRequestHeader, Exchange, RequestBodyStream, writeProblem, type Upstreams } from './proxy.js';
 import { rateLimitHeaders } from './headers.js';
 import { bearerToken, ipCaller, keyCaller, ownerRefusal, tokenCaller, type Caller } from './subject.js';
 import type { Gate, Outcome } from './gate.js';
@@ -27,6 +27,8 @@ import type { CompiledQuota, QuotaCache } from './quota-cache.js';
 import type { Route, RouteTable } from './routes.js';
 import type { LimiterMetrics } from './metrics.js';
 import type { HotKeys } from './hot-keys.js';
+import type { QuotaSync } from './quota-sync.js';
+import { capToFloor } from './quota-sync-max-age.js';
 
 export interface DataPlaneOptions {
   routes: RouteTable;
@@ -44,16 +46,22 @@ export interface DataPlaneOptions {
   builtinPlan: CompiledQuota;
   /** The per-IP cap on routes that take no credentials. */
   ipQuota: CompiledQuota;
+  /** The control-plane sync, when configured: past its max age, quotas are capped (see quota-sync-max-age.ts). */
+  sync?: QuotaSync | undefined;
   serviceRoles: readonly string[];
   serviceSecret: string | undefined;
   trustProxy: boolean;
   maxBodyBytes: number;
   bufferBodyBytes: number;
+  /** Largest request header block (names + values), 431 above it. */
+  maxHeaderBytes: number;
 }
 
 // forEachHeader target, set just before each call: avoids a closure per request.
 let collecting: string[] = [];
+let collectedBytes = 0;
 function collectHeader(name: string, value: string): void {
+  collectedBytes += name.length + value.length + 4;
   if (!dropRequestHeader(name)) collecting.push(name, value);
 }
 
@@ -97,7 +105,7 @@ class Pending {
     if (this.completed) return;
     this.completed = true;
     if (this.body instanceof RequestBodyStream) {
-      this.body.resClosed = true;
+      this.body.release();
       if (!this.body.readableEnded) this.body.destroy();
     }
     this.plane.finish();
@@ -135,14 +143,15 @@ class Pending {
   private tooLarge(): void {
     if (this.bodyError) return;
     this.bodyError = 'body_too_large';
+    const detail = `the body is larger than ${this.plane.o.maxBodyBytes} bytes`;
     if (this.body instanceof RequestBodyStream) this.body.destroy(new Error('request body too large'));
     if (this.exchange) {
-      // Already forwarding: the upstream gets an aborted body; the client a 413 if nothing was sent.
-      this.exchange.abort();
+      // Already forwarding: the upstream's request is cut; the client gets the 413 unless part of
+      // the upstream's answer has gone out already.
+      this.exchange.failRequest('body_too_large', detail);
+    } else if (!this.responded && !this.aborted) {
+      this.plane.refuse(this, 'body_too_large', detail, []);
     }
-    if (!this.responded && !this.aborted)
-      this.plane.refuse(this, 'body_too_large', `the body is larger than ${this.plane.o.maxBodyBytes} bytes`, []);
-    else this.res.close();
   }
 
   /** Runs `fn` once the buffered body is complete (at once for streamed or absent bodies). */
@@ -178,10 +187,21 @@ export class DataPlane {
     const transferEncoding = req.getHeader('transfer-encoding');
     const forwardedFor = req.getHeader('x-forwarded-for');
     const host = req.getHeader('host');
-    const headers: string[] = [];
+    const connection = req.getHeader('connection');
+    let headers: string[] = [];
     collecting = headers;
+    collectedBytes = 0;
     req.forEachHeader(collectHeader);
     collecting = [];
+    if (collectedBytes > this.o.maxHeaderBytes) {
+      writeProblem(res, 'headers_too_large', `the request headers are larger than ${this.o.maxHeaderBytes} bytes`, []);
+      return;
+    }
+    if (connection !== '') {
+      // Headers the client named in Connection are for this hop only (RFC 9110 §7.6.1).
+      const listed = connectionTokens(connection);
+      if (listed) headers = headers.filter((_v, i, a) => !listed.has(a[i - (i % 2)]!));
+    }
 
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
     const clientIp = this.o.trustProxy && forwardedFor !== '' ? forwardedFor.split(',')[0]!.trim() : peer;
@@ -262,6 +282,8 @@ export class DataPlane {
       if (!quota && caller.plan !== undefined) quota = this.o.quotas.plan(this.o.defaultPlan);
     }
     quota ??= this.o.builtinPlan;
+    // Stale table (no sync for LIMITER_QUOTA_MAX_AGE): never serve a cached paid plan as current.
+    if (caller.kind !== 'ip' && this.o.sync?.stale()) quota = capToFloor(quota, this.o.builtinPlan);
     const limit: LimitParams = quota.limit ?? this.o.builtinPlan.limit!;
     const outcome = this.o.gate.admit(caller.subject, quota, limit, p.route.class, routeLabel, p.method, p.path);
     if (outcome instanceof Promise) {
@@ -281,7 +303,8 @@ export class DataPlane {
   }
 
   private respond(p: Pending, caller: Caller, o: Outcome): void {
-    const rl = rateLimitHeaders(o.figures, { name: o.policy, windowSec: o.windowSec }, this.o.clock.now());
+    // Retry-After only on a refusal: a shadow-mode denial is forwarded and is a 2xx.
+    const rl = rateLimitHeaders(o.figures, { name: o.policy, windowSec: o.windowSec }, this.o.clock.now(), !o.forward);
     if (!o.forward) {
       const code: ErrorCode = o.status === 503 ? 'limiter_unavailable' : 'rate_limited';
       const detail =

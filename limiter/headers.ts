@@ -2,7 +2,7 @@
  * Rate-limit response headers, on every response, admitted or denied:
  *
  * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds), as seed 001;
- * - `Retry-After` (integer seconds, at least 1) on a denial;
+ * - `Retry-After` (integer seconds, at least 1) on a refusal (not on a shadow-mode denial, which is forwarded);
  * - the IETF fields (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "<name>";q=<limit>;w=<window s>`
  *   and `RateLimit: "<name>";r=<remaining>;t=<seconds to reset>`.
  *
@@ -27,7 +27,7 @@ export interface PolicyInfo {
 }
 
 /** Flat [name, value, ...] pairs, ready for uWS `writeHeader` and problem replies. */
-export function rateLimitHeaders(f: HeaderFigures, policy: PolicyInfo, nowMs: number): string[] {
+export function rateLimitHeaders(f: HeaderFigures, policy: PolicyInfo, nowMs: number, refused = !f.allowed): string[] {
   const remaining = f.remaining > 0 ? Math.floor(f.remaining) : 0;
   const resetSec = Math.max(0, Math.ceil((f.resetAtMs - nowMs) / 1000));
   const out = [
@@ -42,7 +42,7 @@ export function rateLimitHeaders(f: HeaderFigures, policy: PolicyInfo, nowMs: nu
     'ratelimit',
     `"${policy.name}";r=${remaining};t=${resetSec}`,
   ];
-  if (!f.allowed) out.push('retry-after', String(retryAfterSeconds(f.retryAfterMs)));
+  if (refused) out.push('retry-after', String(retryAfterSeconds(f.retryAfterMs)));
   return out;
 }
 

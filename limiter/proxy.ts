@@ -52,8 +52,14 @@ export class Upstreams {
   pool(i: number): Pool {
     return this.pools[i]!;
   }
-  async close(): Promise<void> {
-    await Promise.all(this.pools.map((p) => p.close()));
+  /** Lets requests in flight finish for up to `graceMs`, then cuts the rest. */
+  async close(graceMs = 0): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const closed = Promise.all(this.pools.map((p) => p.close())).then(() => true);
+    const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), graceMs)));
+    const clean = await Promise.race([closed, timedOut]);
+    clearTimeout(timer);
+    if (!clean) await Promise.all(this.pools.map((p) => p.destroy()));
   }
 }
 
@@ -138,6 +144,17 @@ function upstreamErrorCode(err: unknown): ErrorCode {
 
 const EMPTY: readonly string[] = [];
 
+/** The header names a Connection header lists (lower-case), other than keep-alive/close. */
+export function connectionTokens(value: string): Set<string> | null {
+  let out: Set<string> | null = null;
+  for (const part of value.split(',')) {
+    const t = part.trim().toLowerCase();
+    if (t === '' || t === 'close' || t === 'keep-alive') continue;
+    (out ??= new Set()).add(t);
+  }
+  return out;
+}
+
 // Header names that may need dropping, by byte length (connection 10, keep-alive 10, proxy-connection
 // 16, proxy-authenticate 18, proxy-authorization 19, te 2, trailer 7, transfer-encoding 17,
 // upgrade 7, content-length 14, host 4, date 4): other lengths are copied without decoding.
@@ -183,6 +200,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private status = 0;
   private statusText = '';
   private rawHeaders: Buffer[] | null = null;
+  private connectionListed: Set<string> | null = null;
   private pending: Buffer | null = null;
   private pendingOffset = 0;
 
@@ -200,6 +218,23 @@ export class Exchange implements Dispatcher.DispatchHandler {
     } catch (err) {
       this.onError(err as Error);
     }
+  }
+
+  /**
+   * Stops the exchange because of the client's request (e.g. its body grew too large): the client
+   * gets the problem when nothing of the upstream's response has gone out yet, else the connection
+   * is closed.
+   */
+  failRequest(code: ErrorCode, detail: string): void {
+    if (this.aborted || this.finished) return;
+    if (this.headWritten) {
+      this.res.close();
+      this.done(this.status || 400);
+    } else {
+      this.done(writeProblem(this.res, code, detail, EMPTY));
+    }
+    // After answering: undici calls onError synchronously from abort, which must find us finished.
+    this.abortUpstream?.(new Error(detail));
   }
 
   /** The client went away: stop the upstream request. */
@@ -229,6 +264,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
       if (name.length === 14 && name.toString('latin1').toLowerCase() === 'content-length') {
         this.declaredLength = Number(rawHeaders[i + 1]!.toString('latin1'));
         this.total = this.declaredLength;
+      } else if (name.length === 10 && name.toString('latin1').toLowerCase() === 'connection') {
+        // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
+        this.connectionListed = connectionTokens(rawHeaders[i + 1]!.toString('latin1'));
       }
     }
     if (this.isHead || statusCode === 204 || statusCode === 304) this.total = -2;
@@ -243,9 +281,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const status = this.status;
     res.writeStatus(this.statusText ? `${status} ${this.statusText}` : statusLine(status));
     const raw = this.rawHeaders!;
+    const listed = this.connectionListed;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!;
       if (name.length < 32 && DROP_LENGTHS[name.length] === 1 && RESPONSE_DROP.has(name.toString('latin1').toLowerCase())) continue;
+      if (listed !== null && listed.has(name.toString('latin1').toLowerCase())) continue;
       res.writeHeader(name, raw[i + 1]!);
     }
     const extra = this.extraHeaders;
@@ -267,8 +307,12 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   /** The end of a response whose body is complete; called inside a cork. */
   writeEnd(): void {
-    if (this.total === -2) this.res.endWithoutBody(this.isHead && this.declaredLength >= 0 ? this.declaredLength : undefined, false);
-    else if (this.total === -1) this.res.end();
+    // This uWS build: endWithoutBody(undefined) announces a huge Content-Length and endWithoutBody(n)
+    // leaves the response unfinished; so the bare call, with a HEAD's length as a plain header.
+    if (this.total === -2) {
+      if (this.isHead && this.declaredLength >= 0) this.res.writeHeader('content-length', String(this.declaredLength));
+      this.res.endWithoutBody();
+    } else if (this.total === -1) this.res.end();
     else if (this.total === 0) this.res.end();
     // total > 0 and not yet done: the upstream sent less than it promised (handled by the caller).
   }
@@ -278,6 +322,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.total === -2) return true;
     const res = this.res;
     const offset = res.getWriteOffset();
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the cork callback's argument
     target = this;
     chunkArg = chunk;
     res.cork(this.headWritten ? corkedChunk : corkedHeadAndChunk);
@@ -325,6 +370,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.done(this.status);
       return;
     }
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the cork callback's argument
     target = this;
     this.res.cork(corkedFinish);
     this.done(this.status);
@@ -365,14 +411,30 @@ export class RequestBodyStream extends Readable {
   }
   /** Set when the uWS response is finished: from then on `res` must not be touched. */
   resClosed = false;
+  /** Whether we paused the client socket. Resuming one that was never paused stalls this uWS build. */
+  private paused = false;
   override _read(): void {
-    if (!this.resClosed) this.res.resume();
+    if (this.paused && !this.resClosed) {
+      this.paused = false;
+      this.res.resume();
+    }
+  }
+  /** Before the response ends: a keep-alive connection must not stay paused for the next request. */
+  release(): void {
+    if (this.paused && !this.resClosed) {
+      this.paused = false;
+      this.res.resume();
+    }
+    this.resClosed = true;
   }
   /** Pushes a copy of a uWS chunk (uWS reuses its buffer after the callback returns). */
   feed(chunk: ArrayBuffer, isLast: boolean): void {
     if (this.destroyed) return;
     const copy = Buffer.from(new Uint8Array(chunk).slice());
-    if (!this.push(copy) && !this.resClosed) this.res.pause();
+    if (!this.push(copy) && !isLast && !this.resClosed && !this.paused) {
+      this.paused = true;
+      this.res.pause();
+    }
     if (isLast) this.push(null);
   }
 }

@@ -83,7 +83,8 @@ export function compileQuota(q: Quota): CompiledQuota {
       return {
         prefix,
         methods: r.methods.map((m) => m.toUpperCase()),
-        cost: r.cost > 0 ? r.cost : 1,
+        // A rule without a cost of its own takes the quota's (proto: 0 means the quota's cost).
+        cost: r.cost > 0 ? r.cost : q.cost > 0 ? q.cost : 1,
         limit: overrides && rate > 0 ? limitOf(q.algorithm, rate, r.burst ?? q.burst, intervalMs) : null,
         bucketSuffix: `|${prefix}`,
       };

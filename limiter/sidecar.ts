@@ -27,6 +27,8 @@ import { Upstreams } from './proxy.js';
 import { DataPlane } from './data-plane.js';
 import { LimiterMetrics } from './metrics.js';
 import { HotKeys } from './hot-keys.js';
+import { QuotaSync, defaultSidecarId } from './quota-sync.js';
+import { registerQuotaSyncMetrics } from './quota-sync-metrics.js';
 import type { LimiterConfig } from './config.js';
 import { ConfigError } from '../shared/config.js';
 
@@ -41,6 +43,7 @@ export interface Sidecar {
   port: number;
   adminPort: number;
   quotas: QuotaCache;
+  sync: QuotaSync | undefined;
   store: CounterStore;
   breaker: CircuitBreaker;
   urls: Record<string, string>;
@@ -101,6 +104,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       deadlineMs: config.LIMITER_REDIS_TIMEOUT,
       connectTimeoutMs: config.LIMITER_REDIS_CONNECT_TIMEOUT,
       shards,
+      prefix: config.LIMITER_REDIS_PREFIX,
       onConnectionError: (err) => log.warn({ err: { message: err.message } }, 'redis connection error'),
       onShadowDisagreement: () => metrics.scriptDisagreements.inc(),
     });
@@ -140,6 +144,13 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
   });
 
   const quotas = new QuotaCache(config.LIMITER_QUOTA_CACHE_MAX);
+  if (config.LIMITER_QUOTA_FILE && config.LIMITER_CONTROL_PLANE_URL) {
+    // The two sources would fight over versions: a file at a higher version would mask the table.
+    throw new ConfigError(
+      'LIMITER_QUOTA_FILE',
+      'cannot be used together with LIMITER_CONTROL_PLANE_URL (quotas come from the control plane)',
+    );
+  }
   if (config.LIMITER_QUOTA_FILE) {
     let snapshot;
     try {
@@ -150,6 +161,27 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     quotas.apply(snapshot, clock.now());
     if (quotas.evictions > 0) log.error({ evicted: quotas.evictions }, 'the quota file holds more records than LIMITER_QUOTA_CACHE_MAX');
     log.info({ version: quotas.version, records: quotas.size }, 'quota file loaded');
+  }
+
+  let sync: QuotaSync | undefined;
+  if (config.LIMITER_CONTROL_PLANE_URL) {
+    sync = new QuotaSync({
+      controlPlaneUrl: config.LIMITER_CONTROL_PLANE_URL,
+      sidecarId: config.SIDECAR_ID ?? defaultSidecarId(),
+      token: config.CONTROL_PLANE_SYNC_TOKEN,
+      cache: quotas,
+      clock,
+      log,
+      snapshotPath: config.LIMITER_SNAPSHOT_FILE,
+      pollIntervalMs: config.LIMITER_SYNC_POLL_INTERVAL,
+      maxAgeMs: config.LIMITER_QUOTA_MAX_AGE,
+      random: deps.random,
+    });
+    registerQuotaSyncMetrics(registry, sync, clock);
+    await sync.start();
+    // First boot with no last-known-good file: give the control plane a moment, so the first
+    // requests are not all decoyed as unknown keys.
+    if (!sync.ready()) await sync.whenSynced(2000);
   }
 
   const routes = new RouteTable([...defaultRoutes(config.NOTIFIER_URL, config.IDENTITY_URL), ...parseRoutes(config.LIMITER_ROUTES ?? '')]);
@@ -195,11 +227,13 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     defaultPlan: config.LIMITER_DEFAULT_PLAN,
     builtinPlan,
     ipQuota,
+    sync,
     serviceRoles: config.LIMITER_SERVICE_ROLES,
     serviceSecret: config.SERVICE_SECRET,
     trustProxy: config.LIMITER_TRUST_PROXY,
     maxBodyBytes: config.LIMITER_MAX_BODY,
     bufferBodyBytes: config.LIMITER_BUFFER_BODY,
+    maxHeaderBytes: config.LIMITER_MAX_HEADERS_SIZE,
   });
 
   const app = App();
@@ -211,16 +245,17 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     maxBodyBytes: 1024,
     registry,
     draining: () => closing,
-    checks: config.LIMITER_QUOTA_FILE
-      ? [
-          {
-            name: 'quotas',
-            check: async () => {
-              if (quotas.appliedAt === 0) throw new Error('no quota snapshot loaded');
+    checks:
+      config.LIMITER_QUOTA_FILE || sync
+        ? [
+            {
+              name: 'quotas',
+              check: async () => {
+                if (sync ? !sync.ready() : quotas.appliedAt === 0) throw new Error('no quota snapshot loaded');
+              },
             },
-          },
-        ]
-      : [],
+          ]
+        : [],
   });
 
   const data = await listen(app, config.HOST, config.LIMITER_PORT).catch((err: unknown) => {
@@ -239,19 +274,24 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     port: data.port,
     adminPort: adminSock.port,
     quotas,
+    sync,
     store,
     breaker,
     urls: { data: `http://${config.HOST}:${data.port}`, admin: `http://${config.HOST}:${adminSock.port}` },
     async close(graceMs = 10_000) {
       if (closing) return;
       closing = true;
+      const deadline = Date.now() + graceMs;
       closeListenSocket(data.socket);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([inFlight.idle(), new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
       clearTimeout(timer);
+      // Whatever is still in flight after the grace period is cut.
+      await upstreams.close(Math.max(0, deadline - Date.now()));
+      await sync?.close();
       closeListenSocket(adminSock.socket);
       verifier.close();
-      await Promise.allSettled([upstreams.close(), store.close(), emergency.close()]);
+      await Promise.allSettled([store.close(), emergency.close()]);
     },
   };
 }

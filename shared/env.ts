@@ -139,7 +139,7 @@ export const ENV = {
   }),
   IDENTITY_URL: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter'],
+    services: ['limiter', 'control-plane'],
     description: "Origin of the identity service; the sidecar routes identity's paths there and fetches its JWKS",
     parse: url(['http', 'https']),
   }),
@@ -230,6 +230,15 @@ export const ENV = {
     description: 'Deadline of one counter-store call to Redis; past it the call counts as a failure',
     parse: duration,
   }),
+  LIMITER_REDIS_PREFIX: v({
+    default: 'rl',
+    services: ['limiter'],
+    description: 'First part of every Redis key the sidecar writes (`<prefix>:v1:{s<shard>}:…`); sidecars sharing quotas share it',
+    parse: (raw) => {
+      if (!/^[A-Za-z0-9_.-]{1,32}$/.test(raw)) throw new Error('must be 1–32 characters of letters, digits, _ . -');
+      return raw;
+    },
+  }),
   LIMITER_REDIS_CONNECT_TIMEOUT: v({
     default: '2s',
     services: ['limiter'],
@@ -299,7 +308,7 @@ export const ENV = {
   LIMITER_MAX_HEADERS_SIZE: v({
     default: '16kb',
     services: ['limiter'],
-    description: 'Largest request header block the sidecar accepts (431 above it)',
+    description: 'Largest request header block (names and values) the sidecar accepts (431 above it)',
     parse: bytes,
   }),
   LIMITER_TRUST_PROXY: v({
@@ -333,35 +342,141 @@ export const ENV = {
     description: 'HTTP/1.1 pipelining depth per upstream connection',
     parse: int(1, 128),
   }),
+  // ── quota sync (sidecar) ──────────────────────────────────────────────────
+  LIMITER_CONTROL_PLANE_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description:
+      "host:port of the control plane's gRPC sync service the sidecar watches and polls; unset, the sidecar does not sync (standalone, LIMITER_QUOTA_FILE)",
+    parse: (raw) => {
+      const target = raw.trim();
+      if (!/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/.test(target)) throw new Error('must be host:port');
+      return target;
+    },
+  }),
+  SIDECAR_ID: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description:
+      "Id of this sidecar in the control plane's acked and lagging sidecar lists (e.g. the pod name); default `<hostname>-<pid>`",
+    parse: (raw) => {
+      if (!/^[\x21-\x7e]{1,128}$/.test(raw)) throw new Error('must be 1 to 128 printable ASCII characters without spaces');
+      return raw;
+    },
+  }),
+  LIMITER_SNAPSHOT_FILE: v({
+    default: '.data/limiter-snapshot.json',
+    services: ['limiter'],
+    description:
+      'Where a syncing sidecar keeps its last-known-good quota snapshot (relative to the project root), loaded at start so it serves quotas while the control plane is down',
+    parse: nonEmpty,
+  }),
+  LIMITER_QUOTA_MAX_AGE: v({
+    default: '5m',
+    services: ['limiter'],
+    description:
+      'Past this long since the last successful sync, every synced quota is held to the built-in default plan (LIMITER_DEFAULT_*) until the sync succeeds again; 0 never',
+    parse: duration,
+  }),
+  LIMITER_SYNC_POLL_INTERVAL: v({
+    default: '5s',
+    services: ['limiter'],
+    description: 'How often a syncing sidecar also polls the control plane for a newer snapshot (a missed push is then harmless)',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms < 100) throw new Error('must be at least 100ms');
+      return ms;
+    },
+  }),
+  // ── control plane ─────────────────────────────────────────────────────────
+  ADMIN_TOKEN: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['control-plane'],
+    description:
+      'Bearer token for the admin API (gRPC QuotaAdminService and /internal/quotas; also read by `npm run quota`); unset, only access tokens with role `admin` are accepted',
+    // A short shared secret is guessable; 16 characters is the floor, not the recommendation.
+    parse: (raw) => {
+      if (raw.trim().length < 16) throw new Error('must be at least 16 characters');
+      return raw;
+    },
+  }),
+  CONTROL_PLANE_SYNC_TOKEN: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['control-plane', 'limiter'],
+    description:
+      'Bearer token of the sync service (Watch, Snapshot, Ack): the control plane requires it, sidecars send it; unset, the sync service is open (a private network only)',
+    // A short shared secret is guessable; 16 characters is the floor, not the recommendation.
+    parse: (raw) => {
+      if (raw.trim().length < 16) throw new Error('must be at least 16 characters');
+      return raw;
+    },
+  }),
+  CONTROL_PLANE_ACK_TIMEOUT: v({
+    default: '2s',
+    services: ['control-plane'],
+    description:
+      'How long a quota write waits for every connected sidecar to ack the new version before answering with the laggards (gRPC ack_timeout_ms 0 takes this)',
+    parse: duration,
+  }),
+  CONTROL_PLANE_CHANGELOG_KEEP: v({
+    default: '10000',
+    services: ['control-plane'],
+    description: 'Versions kept in the change log; a sidecar further behind than this gets a full snapshot instead of deltas',
+    parse: int(1, 10_000_000),
+  }),
+  CONTROL_PLANE_POLL_INTERVAL: v({
+    default: '1s',
+    services: ['control-plane'],
+    description: 'How often each replica polls the table version, so a missed LISTEN/NOTIFY wake-up costs at most this delay',
+    parse: duration,
+  }),
+  CONTROL_PLANE_HEARTBEAT: v({
+    default: '10s',
+    services: ['control-plane'],
+    description: 'An idle Watch stream gets an empty delta at the current version this often (keeps it alive, dates the sidecar copy)',
+    parse: duration,
+  }),
+  CONTROL_PLANE_GRPC_URL: v({
+    default: '127.0.0.1:50051',
+    services: ['control-plane'],
+    description: 'host:port of the control-plane gRPC server, for the admin CLI (`npm run quota`)',
+    parse: nonEmpty,
+  }),
   // ── tokens (verified at the edge and by identity) ─────────────────────────
   JWT_ISSUER: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter', 'identity'],
+    services: ['limiter', 'identity', 'control-plane'],
     description: "Expected `iss` of access tokens (identity's issuer URL)",
     parse: nonEmpty,
   }),
   JWT_AUDIENCE: v({
     default: 'edge-api',
-    services: ['limiter', 'identity'],
+    services: ['limiter', 'identity', 'control-plane'],
     description: 'Expected `aud` of access tokens: the API audience',
     parse: nonEmpty,
   }),
   JWKS_URL: v({
     default: undefined,
     optional: true,
-    services: ['limiter'],
-    description: 'Where the sidecar fetches signing keys; default IDENTITY_URL + /.well-known/jwks.json',
+    services: ['limiter', 'control-plane'],
+    description: 'Where the sidecar and the control plane fetch signing keys; default IDENTITY_URL + /.well-known/jwks.json',
     parse: url(['http', 'https']),
   }),
   JWT_CLOCK_SKEW: v({
     default: '60s',
-    services: ['limiter', 'identity'],
+    services: ['limiter', 'identity', 'control-plane'],
     description: 'Clock skew tolerated on exp, nbf and iat',
     parse: duration,
   }),
   JWKS_REFETCH_COOLDOWN: v({
     default: '30s',
-    services: ['limiter'],
+    services: ['limiter', 'control-plane'],
     description: 'An unknown kid refetches the key set at most once per this period',
     parse: duration,
   }),

@@ -1,30 +1,205 @@
 /**
- * The quota control plane's core, started in-process by main.ts and by tests. At this stage it owns
- * its database schema and answers /healthz, /readyz and /metrics on its HTTP port; the quota store,
- * the gRPC admin and sync services and the internal HTTP API are built on this.
+ * The quota control plane's core, started in-process by main.ts and by tests.
+ *
+ * One process serves, over one PostgreSQL database (migrations/ applied at start):
+ * - HTTP (CONTROL_PLANE_HTTP_PORT): the internal API `/internal/quotas/{api_key}`, `/healthz`,
+ *   `/readyz`, `/metrics`;
+ * - gRPC (CONTROL_PLANE_GRPC_PORT): quota.v1.QuotaAdminService (admin-only) and
+ *   quota.v1.QuotaSyncService (Watch / Snapshot / Ack, for sidecars).
+ *
+ * Several replicas may share the database: each keeps its own in-memory copy of the table, woken by
+ * LISTEN/NOTIFY and kept honest by polling the version (CONTROL_PLANE_POLL_INTERVAL), and they share
+ * which sidecars stream from each and their acks (presence.ts), so a write on any replica waits for
+ * every connected sidecar.
  */
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { QuotaAdminService, QuotaSyncService } from '../../proto/gen/quota/v1/quota_pb.js';
+import { systemClock, type Clock } from '../../shared/clock.js';
 import type { ConfigOf } from '../../shared/config.js';
+import { addGrpcService } from '../../shared/grpc.js';
+import { createVerifier } from '../../shared/jwt/index.js';
 import type { Logger } from '../../shared/log.js';
-import { createRegistry } from '../../shared/metrics.js';
-import { startPgService } from '../../shared/pg-service.js';
 import type { Started } from '../../shared/main.js';
+import { createRegistry } from '../../shared/metrics.js';
+import { startPgService, type PgService } from '../../shared/pg-service.js';
+import { QuotaAdmin } from './admin.js';
+import { Authenticator } from './auth.js';
 import type { controlPlaneConfig } from './config.js';
+import { grpcAdminService } from './grpc-admin.js';
+import { SyncService } from './grpc-sync.js';
+import { registerHttpApi } from './http-api.js';
+import { PgListener } from './listener.js';
+import { createControlPlaneMetrics } from './metrics.js';
+import { QuotaMirror } from './mirror.js';
+import { Presence, PRESENCE_CHANNEL } from './presence.js';
+import { QuotaTable } from './quota-table.js';
+import { SidecarRegistry } from './sidecars.js';
+import { CHANGES_CHANNEL, QuotaStore } from './store.js';
 
-export async function startControlPlane(config: ConfigOf<typeof controlPlaneConfig>, log: Logger): Promise<Started & { port: number }> {
-  const svc = await startPgService({
-    name: 'control-plane',
-    dir: 'limiter/control-plane',
-    databaseUrl: config.DATABASE_URL,
-    poolMax: config.DATABASE_POOL_MAX,
-    host: config.HOST,
-    port: config.CONTROL_PLANE_HTTP_PORT,
-    maxBodyBytes: config.MAX_BODY_BYTES,
-    log,
-    registry: createRegistry('control-plane'),
+export type ControlPlaneConfig = ConfigOf<typeof controlPlaneConfig>;
+
+export interface ControlPlaneDeps {
+  /** Default: the system clock. */
+  clock?: Clock;
+}
+
+/** A running control plane. */
+export interface ControlPlane extends Started {
+  /** The HTTP port (internal API, health, metrics). */
+  port: number;
+  /** The gRPC port (admin and sync services). */
+  grpcPort: number;
+  /**
+   * Ends every Watch stream, stops the gRPC server (graceful, then forced after SHUTDOWN_GRACE),
+   * drains HTTP, and closes the LISTEN connection and the pool.
+   */
+  close(): Promise<void>;
+}
+
+export async function startControlPlane(config: ControlPlaneConfig, log: Logger, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
+  const clock = deps.clock ?? systemClock;
+  const registry = createRegistry('control-plane');
+  const metrics = createControlPlaneMetrics(registry);
+  const auth = new Authenticator({
+    adminToken: config.ADMIN_TOKEN,
+    syncToken: config.CONTROL_PLANE_SYNC_TOKEN,
+    verifier: () =>
+      createVerifier({
+        issuer: config.JWT_ISSUER,
+        audience: config.JWT_AUDIENCE,
+        jwksUrl: config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json`,
+        clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
+        jwksCooldownMs: config.JWKS_REFETCH_COOLDOWN,
+        log,
+      }),
   });
+  const sidecars = new SidecarRegistry(clock, metrics);
+
+  const replica = randomUUID().slice(0, 8);
+  // Built inside the HTTP service's route hook, where the pool first exists. The gRPC server (and so
+  // every sidecar) comes up only after the table is loaded; an HTTP write in between is stored and
+  // picked up by that load.
+  let core: { mirror: QuotaMirror; sync: SyncService; presence: Presence; grpcAdmin: ReturnType<typeof grpcAdminService> } | undefined;
+  let svc: PgService;
+  try {
+    svc = await startPgService({
+      name: 'control-plane',
+      dir: 'limiter/control-plane',
+      databaseUrl: config.DATABASE_URL,
+      poolMax: config.DATABASE_POOL_MAX,
+      host: config.HOST,
+      port: config.CONTROL_PLANE_HTTP_PORT,
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      log,
+      registry,
+      routes: (app, edge, pool) => {
+        const store = new QuotaStore(pool, { changelogKeep: config.CONTROL_PLANE_CHANGELOG_KEEP });
+        const table = new QuotaTable(config.CONTROL_PLANE_CHANGELOG_KEEP);
+        let sync: SyncService | undefined = undefined;
+        const mirror = new QuotaMirror({
+          store,
+          table,
+          log,
+          onAdvance: (version) => {
+            metrics.tableVersion.set(version);
+            sync?.advanced();
+          },
+        });
+        sync = new SyncService({ mirror, sidecars, auth, metrics, log, clock, heartbeatMs: config.CONTROL_PLANE_HEARTBEAT });
+        const admin = new QuotaAdmin({ store, mirror, sidecars, log, defaultAckTimeoutMs: config.CONTROL_PLANE_ACK_TIMEOUT });
+        registerHttpApi(app, edge, { admin, auth, metrics });
+        const presence = new Presence({ pool, registry: sidecars, replica, announceMs: config.CONTROL_PLANE_HEARTBEAT, log, clock });
+        sidecars.observe(presence);
+        core = { mirror, sync, presence, grpcAdmin: grpcAdminService({ admin, auth, metrics, log }) };
+      },
+    });
+  } catch (err) {
+    auth.close();
+    throw err;
+  }
+  const { mirror, sync, presence, grpcAdmin } = core!;
+
+  const listener = new PgListener({
+    url: config.DATABASE_URL!,
+    channels: [CHANGES_CHANNEL, PRESENCE_CHANNEL],
+    log,
+    onNotification: (channel, payload) => (channel === CHANGES_CHANNEL ? mirror.notified(Number(payload)) : presence.received(payload)),
+    // Whatever was committed while we were not listening is picked up now.
+    onConnect: () => void mirror.refresh(),
+  });
+  const server = new grpc.Server({ 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 });
+  let poll: NodeJS.Timeout | undefined;
+  let beat: NodeJS.Timeout | undefined;
+  let grpcPort: number;
+  try {
+    await mirror.start();
+    await listener.start();
+    presence.hello();
+    poll = setInterval(() => void mirror.refresh(), config.CONTROL_PLANE_POLL_INTERVAL);
+    let announced = clock.now();
+    beat = setInterval(
+      () => {
+        sync.heartbeat();
+        sidecars.sweep();
+        if (clock.now() - announced >= config.CONTROL_PLANE_HEARTBEAT) {
+          announced = clock.now();
+          presence.announce();
+        }
+      },
+      Math.min(config.CONTROL_PLANE_HEARTBEAT, 1000),
+    );
+    addGrpcService(server, QuotaAdminService, grpcAdmin);
+    addGrpcService(server, QuotaSyncService, sync.implementation());
+    const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+    grpcPort = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`${host}:${config.CONTROL_PLANE_GRPC_PORT}`, grpc.ServerCredentials.createInsecure(), (err, port) =>
+        err ? reject(Object.assign(err, { port: config.CONTROL_PLANE_GRPC_PORT })) : resolve(port),
+      ),
+    );
+  } catch (err) {
+    clearInterval(poll);
+    clearInterval(beat);
+    presence.close();
+    server.forceShutdown();
+    await listener.close();
+    await svc.close(0);
+    auth.close();
+    throw err;
+  }
+  log.info({ port: grpcPort, host: config.HOST }, 'control-plane gRPC listening');
+
+  let closing: Promise<void> | undefined;
   return {
     port: svc.http.port,
-    urls: { http: `http://${config.HOST}:${svc.http.port}` },
-    close: () => svc.close(config.SHUTDOWN_GRACE),
+    grpcPort,
+    urls: { http: `http://${config.HOST}:${svc.http.port}`, grpc: `${config.HOST}:${grpcPort}` },
+    close: () =>
+      (closing ??= (async () => {
+        clearInterval(poll);
+        clearInterval(beat);
+        // Ending the streams tells the other replicas (presence) these sidecars are gone from here.
+        sync.closeAll();
+        sidecars.close();
+        presence.close();
+        await shutdownGrpc(server, config.SHUTDOWN_GRACE);
+        await svc.close(config.SHUTDOWN_GRACE);
+        await listener.close();
+        auth.close();
+      })()),
   };
+}
+
+/** Stops taking calls and waits for those in flight, up to `graceMs`, then cuts the rest. */
+function shutdownGrpc(server: grpc.Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

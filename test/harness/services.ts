@@ -2,6 +2,9 @@
  * Starts any service in-process on port 0 for a test, with its config built the way main.ts builds
  * it (from the environment, here with overrides), and registers its shutdown at once.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { loadConfig } from '../../shared/config.js';
 import { startControlPlane } from '../../limiter/control-plane/app.js';
 import { controlPlaneConfig } from '../../limiter/control-plane/config.js';
@@ -56,7 +59,10 @@ export async function useSidecar(
   overrides: Env,
   deps: SidecarDeps = {},
 ): Promise<Sidecar & { url: string; adminUrl: string }> {
-  const s = await startSidecar(loadConfig(limiterConfig, testEnv(overrides)), testLogger('limiter'), deps);
+  // Each sidecar keeps its last-known-good snapshot in its own file.
+  const snapshotFile = join(mkdtempSync(join(tmpdir(), 'sidecar-')), 'snapshot.json');
+  const env = testEnv({ LIMITER_SNAPSHOT_FILE: snapshotFile, ...overrides });
+  const s = await startSidecar(loadConfig(limiterConfig, env), testLogger('limiter'), deps);
   t.teardown(() => s.close(1000));
   return { ...s, url: `http://127.0.0.1:${s.port}`, adminUrl: `http://127.0.0.1:${s.adminPort}` };
 }

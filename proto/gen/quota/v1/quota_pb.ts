@@ -305,7 +305,7 @@ export type PutRequest = Message<"quota.v1.PutRequest"> & {
 
   /**
    * How long to wait for the connected sidecars to ack the new version before answering;
-   * 0 answers at once.
+   * 0 takes the control plane's CONTROL_PLANE_ACK_TIMEOUT (capped at 60 s).
    *
    * @generated from field: uint32 ack_timeout_ms = 2;
    */

@@ -1,0 +1,56 @@
+/**
+ * The SQL of the quota store (schema: migrations/001_quotas.sql), kept apart from the code that
+ * sequences it. Every statement is parameterised.
+ */
+
+/** The NOTIFY channel a committed write wakes every replica on; the payload is the new version. */
+export const CHANGES_CHANNEL = 'quota_changes';
+
+const COLUMNS = `subject_id, algorithm, rate, burst, interval_ms, cost, fail_mode, shadow, plan, routes, version,
+  extract(epoch FROM updated_at)::float8 AS updated_at`;
+
+/** Takes the write lock (the version row) and the next version, with the transaction's time. */
+export const NEXT_VERSION = `UPDATE quota_table_version SET version = version + 1
+  RETURNING version, extract(epoch FROM now())::float8 AS now`;
+
+export const CURRENT_VERSION = `SELECT version FROM quota_table_version`;
+
+export const SUBJECT_EXISTS = `SELECT 1 FROM quotas WHERE subject_id = $1`;
+
+export const COUNT_PLAN_REFERENCES = `SELECT count(*)::int AS n FROM quotas WHERE rate = 0 AND plan = $1`;
+
+export const UPSERT_QUOTA = `INSERT INTO quotas
+    (subject_id, algorithm, rate, burst, interval_ms, cost, fail_mode, shadow, plan, routes, version, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12))
+  ON CONFLICT (subject_id) DO UPDATE SET
+    algorithm = EXCLUDED.algorithm, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
+    interval_ms = EXCLUDED.interval_ms, cost = EXCLUDED.cost, fail_mode = EXCLUDED.fail_mode,
+    shadow = EXCLUDED.shadow, plan = EXCLUDED.plan, routes = EXCLUDED.routes,
+    version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`;
+
+export const DELETE_QUOTA = `DELETE FROM quotas WHERE subject_id = $1`;
+
+export const INSERT_CHANGE = `INSERT INTO quota_changes (version, subject_id, op, record) VALUES ($1, $2, $3, $4)`;
+
+/** Keeps the newest versions only: deletes every change at or below $1. */
+export const PRUNE_CHANGES = `DELETE FROM quota_changes WHERE version <= $1`;
+
+export const NOTIFY = `SELECT pg_notify($1, $2)`;
+
+export const GET_QUOTA = `SELECT ${COLUMNS} FROM quotas WHERE subject_id = $1`;
+
+/** A page in subject_id order (C collation, so the order is bytewise and stable). */
+export const LIST_QUOTAS = `SELECT ${COLUMNS} FROM quotas WHERE subject_id > $1 ORDER BY subject_id LIMIT $2`;
+
+export const ALL_QUOTAS = `SELECT ${COLUMNS} FROM quotas ORDER BY subject_id`;
+
+export const ALL_CHANGES = `SELECT version, subject_id, op, record FROM quota_changes ORDER BY version`;
+
+/**
+ * The current version and the changes after $1, in one statement so both come from one snapshot
+ * (a reader never sees a version without the changes up to it). One row with NULL change columns
+ * when there are none.
+ */
+export const CHANGES_SINCE = `SELECT v.version AS current, c.version, c.subject_id, c.op, c.record
+  FROM quota_table_version v LEFT JOIN quota_changes c ON c.version > $1
+  ORDER BY c.version`;

@@ -1,0 +1,110 @@
+/**
+ * The admin CLI (dist/bin/quota.js, built by `tsc -b`) as a real process against a running control
+ * plane: put, get, list, delete, readable output, one-line errors and exit codes.
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { useTestDatabase } from '../harness/db.js';
+import { ADMIN_TOKEN, useControlPlane } from './helpers.js';
+
+const CLI = fileURLToPath(new URL('../../dist/bin/quota.js', import.meta.url));
+if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npx tsc -b\` first (npm test does)`);
+
+const db = await useTestDatabase(t, 'cp_cli');
+const cp = await useControlPlane(t, db.url, { CONTROL_PLANE_ACK_TIMEOUT: '100ms' });
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function quota(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { ...process.env, CONTROL_PLANE_GRPC_URL: cp.grpc, ADMIN_TOKEN, LOG_LEVEL: 'silent', ...env }, timeout: 30_000 },
+      (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const RAW = 'cli-raw-key-0001';
+const HASHED = `key:${createHash('sha256').update(RAW).digest('hex')}`;
+
+t.test('put, get, list and delete', async (t) => {
+  const plan = await quota([
+    'put',
+    '--subject',
+    'plan:team',
+    '--rate',
+    '100',
+    '--burst',
+    '150',
+    '--unit',
+    'minute',
+    '--route',
+    '/v1/search=5',
+  ]);
+  t.equal(plan.code, 0, plan.stderr);
+  t.match(plan.stdout, /^subject_id\s+plan:team$/m);
+  t.match(plan.stdout, /^interval_ms\s+60000$/m);
+  t.match(plan.stdout, /^routes\s+\/v1\/search cost 5$/m);
+
+  const key = await quota(['put', '--key', RAW, '--rate', '0', '--plan', 'team']);
+  t.equal(key.code, 0, key.stderr);
+  t.match(key.stdout, new RegExp(`^subject_id\\s+${HASHED}$`, 'm'), 'the key is shown hashed');
+  t.notMatch(key.stdout + key.stderr, RAW, 'never raw');
+  t.match(key.stdout, /^lagging\s+-$/m);
+
+  const got = await quota(['get', '--key', RAW]);
+  t.equal(got.code, 0, got.stderr);
+  t.match(got.stdout, /^plan\s+team$/m);
+  const json = await quota(['get', '--subject', 'plan:team', '--json']);
+  t.equal(json.code, 0);
+  t.same((JSON.parse(json.stdout) as { burst: number }).burst, 150, '--json prints the record as JSON');
+
+  const list = await quota(['list', '--page-size', '1']);
+  t.equal(list.code, 0, list.stderr);
+  t.match(list.stdout, /^SUBJECT\s+ALGORITHM\s+RATE\s+BURST\s+INTERVAL\s+PLAN\s+VERSION$/m, 'a table');
+  t.match(list.stdout, new RegExp(`^${HASHED}\\s+-\\s+0\\s+0\\s+-\\s+team\\s+\\d+$`, 'm'));
+  t.match(list.stdout, /^plan:team\s+token_bucket\s+100\s+150\s+60000ms\s+team\s+\d+$/m);
+  t.match(list.stdout, /^2 quotas$/m, 'every page');
+
+  const del = await quota(['delete', '--key', RAW]);
+  t.equal(del.code, 0, del.stderr);
+  t.match(del.stdout, /^deleted\s+key:/m);
+  const again = await quota(['delete', '--key', RAW]);
+  t.equal(again.code, 1, 'deleting nothing fails');
+  t.match(again.stderr, /^quota: NOT_FOUND/);
+});
+
+t.test('failures: one line on stderr and a non-zero exit', async (t) => {
+  const missing = await quota(['get', '--subject', 'user:nobody']);
+  t.same([missing.code, missing.stderr], [1, 'quota: NOT_FOUND: no quota for this subject\n']);
+
+  const invalid = await quota(['put', '--subject', 'ip:10.0.0.1', '--rate', '5']);
+  t.equal(invalid.code, 1);
+  t.match(invalid.stderr, /^quota: INVALID_ARGUMENT: quota\.subject_id: .+\n$/);
+
+  const refused = await quota(['get', '--subject', 'plan:team'], { ADMIN_TOKEN: 'a-wrong-admin-token-value' });
+  t.equal(refused.code, 1);
+  t.match(refused.stderr, /^quota: UNAUTHENTICATED: /);
+
+  const usage = await quota(['put', '--subject', 'user:x', '--rate', 'lots']);
+  t.equal(usage.code, 2, 'bad usage exits 2');
+  t.match(usage.stderr, /^quota: --rate must be a whole number, got lots\n/);
+  const unknown = await quota(['frobnicate']);
+  t.equal(unknown.code, 2);
+  t.match(unknown.stderr, /^quota: unknown command frobnicate/);
+  const noSubject = await quota(['get']);
+  t.equal(noSubject.code, 2);
+
+  const down = await quota(['list'], { CONTROL_PLANE_GRPC_URL: '127.0.0.1:1' });
+  t.equal(down.code, 1);
+  t.match(down.stderr, /^quota: UNAVAILABLE: cannot reach the control plane at 127\.0\.0\.1:1/);
+});

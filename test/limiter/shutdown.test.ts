@@ -1,0 +1,63 @@
+/**
+ * Graceful shutdown: close() stops taking connections at once, reports draining on /readyz, lets a
+ * slow request in flight finish, and resolves only after it; a request that would outlive the
+ * grace period does not hold close() past it.
+ */
+import t from 'tap';
+import { connect } from 'node:net';
+import { startUpstream, type Echo } from '../harness/upstream.js';
+import { client, fixedQuota, keySubject, newApiKey, startTestSidecar } from './fixtures/sidecar.js';
+
+const up = await startUpstream();
+t.teardown(() => up.close());
+const KEY = newApiKey('shutdown');
+const quotas = [fixedQuota(keySubject(KEY), 100)];
+
+/** Resolves 'refused' when nothing accepts a connection on the port, 'accepted' otherwise. */
+function tryConnect(port: number): Promise<'refused' | 'accepted'> {
+  return new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve('accepted');
+    });
+    s.once('error', () => resolve('refused'));
+  });
+}
+
+t.test('close() drains a slow request in flight and refuses new connections', async (t) => {
+  const sc = await startTestSidecar(t, { upstream: up.url, quotas });
+  const call = client(t);
+  const before = up.requests.length;
+  const slow = call(`${sc.base}/v1/slow?mode=delay&ms=600`, { headers: { 'x-api-key': KEY } });
+  await up.waitForRequest(before + 1);
+  const closeStarted = Date.now();
+  let closedAfter = -1;
+  const closing = sc.close().then(() => (closedAfter = Date.now() - closeStarted));
+
+  t.equal(await tryConnect(sc.sidecar.port), 'refused', 'new connections to the data port are refused at once');
+  const ready = await call(`${sc.admin}/readyz`);
+  t.equal(ready.status, 503, '/readyz says not ready while draining');
+  t.match(ready.json(), { status: 'draining' });
+
+  const r = await slow;
+  t.equal(r.status, 200, 'the request in flight finished');
+  t.equal(r.json<Echo>().path, '/v1/slow', 'with its whole response');
+  await closing;
+  t.ok(closedAfter >= 450, `close() waited for the request in flight (resolved after ${closedAfter} ms; the upstream took 600)`);
+  t.equal(await tryConnect(sc.sidecar.adminPort), 'refused', 'the admin port is closed after the drain');
+});
+
+t.test('a request that outlives the grace period does not hold close() past it', async (t) => {
+  const sc = await startTestSidecar(t, { upstream: up.url, quotas, env: { UPSTREAM_TIMEOUT: '4s' } });
+  const call = client(t);
+  const before = up.requests.length;
+  const hanging = call(`${sc.base}/v1/forever?mode=hang`, { headers: { 'x-api-key': KEY } }).catch((err: unknown) => err);
+  await up.waitForRequest(before + 1);
+  const started = Date.now();
+  await Promise.race([sc.sidecar.close(300), new Promise((r) => setTimeout(r, 6_000))]);
+  const took = Date.now() - started;
+  t.ok(took < 2_000, `close(300) returned in ${took} ms, not after the 4 s upstream timeout`);
+  const outcome = await Promise.race([hanging, new Promise((r) => setTimeout(() => r('still waiting'), 2_000))]);
+  t.not(outcome, 'still waiting', 'the abandoned request was ended, not left open');
+});
