@@ -131,6 +131,12 @@ t.test('a change committed without NOTIFY still arrives, by polling', async (t) 
 t.test('a write returns once every connected sidecar has applied it (10 alternating limits)', async (t) => {
   const fast = watch(t, syncA, 'sc-acks');
   await fast.until((x) => x.received.length > 0);
+  // Watchers of earlier tests (some on replica B) are gone, but B's word of it reaches A a moment
+  // later; until then A rightly reports them as lagging. Start once only sc-acks is connected.
+  await waitFor(async () => (await put(adminA, quota('user:settle', { rate: 1, burst: 1 }), 300)).laggingSidecarIds.length === 0, {
+    timeoutMs: 5_000,
+    what: 'earlier watchers to be gone',
+  });
   for (let i = 0; i < 10; i++) {
     const rate = i % 2 ? 100 : 1;
     const r = await put(adminA, quota('user:hot', { rate, burst: rate }), 5_000);
