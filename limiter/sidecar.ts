@@ -7,6 +7,7 @@
  * loaded. A Redis outage does not make the sidecar unready: it keeps serving under each quota's
  * fail mode, which is the point of having fail modes.
  */
+import { readFile } from 'node:fs/promises';
 import { App, closeListenSocket, listen } from '../shared/uws.js';
 import { operationalRoutes, InFlight } from '../shared/http.js';
 import type { Logger } from '../shared/log.js';
@@ -98,7 +99,16 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       const why = checkShardable(global.limit, shards);
       if (why) throw new ConfigError('LIMITER_GLOBAL_BURST', why);
     }
+    let candidate: { source: string; version: string } | undefined;
+    if (config.LIMITER_CANDIDATE_SCRIPT) {
+      try {
+        candidate = { source: await readFile(config.LIMITER_CANDIDATE_SCRIPT, 'utf8'), version: config.LIMITER_CANDIDATE_LAYOUT };
+      } catch (err) {
+        throw new ConfigError('LIMITER_CANDIDATE_SCRIPT', `cannot be read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      }
+    }
     const redis = new RedisCounterStore({
+      candidate,
       url: config.REDIS_URL,
       clusterNodes: clustered ? config.REDIS_CLUSTER_NODES : undefined,
       deadlineMs: config.LIMITER_REDIS_TIMEOUT,

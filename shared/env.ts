@@ -239,6 +239,23 @@ export const ENV = {
       return raw;
     },
   }),
+  LIMITER_CANDIDATE_SCRIPT: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description:
+      'Path of a candidate admission Lua script to dual-run in shadow beside the enforcing one (Redis only); disagreements are counted in ratelimit_shadow_script_disagreements',
+    parse: nonEmpty,
+  }),
+  LIMITER_CANDIDATE_LAYOUT: v({
+    default: 'v2',
+    services: ['limiter'],
+    description: 'Key layout version the candidate script writes under (never the enforcing `v1`)',
+    parse: (raw) => {
+      if (!/^v[0-9]{1,4}$/.test(raw) || raw === 'v1') throw new Error('must be a layout version like v2, other than v1');
+      return raw;
+    },
+  }),
   LIMITER_REDIS_CONNECT_TIMEOUT: v({
     default: '2s',
     services: ['limiter'],
