@@ -13,7 +13,7 @@
 import { Buffer } from 'node:buffer';
 import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../shared/uws.js';
-import { isPlatformError, type ErrorCode } from '../shared/errors.js';
+import { isPlatformError, PlatformError, type ErrorCode } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import type { Clock } from '../shared/clock.js';
 import type { Verifier } from '../shared/jwt/index.js';
@@ -64,6 +64,9 @@ function collectHeader(name: string, value: string): void {
   collectedBytes += name.length + value.length + 4;
   if (!dropRequestHeader(name)) collecting.push(name, value);
 }
+
+const RATE_LIMITED = { code: 'rate_limited', detail: 'quota exceeded; retry after the time in Retry-After' } as const;
+const FAIL_CLOSED = { code: 'limiter_unavailable', detail: 'admission is unavailable and this route fails closed; retry later' } as const;
 
 const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
 
@@ -162,7 +165,11 @@ class Pending {
 }
 
 export class DataPlane {
-  constructor(readonly o: DataPlaneOptions) {}
+  /** Admission can be decided inside the uWS callback (in-process counters). */
+  private readonly syncAdmission: boolean;
+  constructor(readonly o: DataPlaneOptions) {
+    this.syncAdmission = o.gate.synchronous;
+  }
 
   register(app: TemplatedApp): void {
     app.any('/*', (res, req) => this.onRequest(res, req));
@@ -180,10 +187,33 @@ export class DataPlane {
       return;
     }
     const method = req.getCaseSensitiveMethod().toUpperCase();
-    const query = req.getQuery() ?? '';
     const apiKey = req.getHeader('x-api-key');
-    const authorization = apiKey === '' ? req.getHeader('authorization') : '';
     const contentLength = req.getHeader('content-length');
+    const declared = contentLength === '' ? 0 : Number(contentLength);
+
+    // Fast path: an API key with the in-process store is decided right here, synchronously; a
+    // refusal is written before any header is copied or any per-request state is allocated.
+    let early: { caller: Caller; outcome: Outcome } | undefined;
+    if (apiKey !== '' && this.syncAdmission && Number.isSafeInteger(declared) && declared >= 0 && declared <= this.o.maxBodyBytes) {
+      const caller = keyCaller(apiKey);
+      const d = this.decideFor(caller, route, method, path);
+      if (d instanceof PlatformError) {
+        writeProblem(res, d.code, d.detail ?? d.message, []);
+        return;
+      }
+      if (!(d instanceof Promise)) {
+        if (!d.forward) {
+          const rl = rateLimitHeaders(d.figures, { name: d.policy, windowSec: d.windowSec }, this.o.clock.now(), true);
+          const r = this.refusal(d);
+          writeProblem(res, r.code, r.detail, rl);
+          return;
+        }
+        early = { caller, outcome: d };
+      }
+    }
+
+    const query = req.getQuery() ?? '';
+    const authorization = apiKey === '' ? req.getHeader('authorization') : '';
     const transferEncoding = req.getHeader('transfer-encoding');
     const forwardedFor = req.getHeader('x-forwarded-for');
     const host = req.getHeader('host');
@@ -212,7 +242,6 @@ export class DataPlane {
     const p = new Pending(this, res, method, path, query, route, headers, clientIp);
     res.onAborted(() => p.abort());
 
-    const declared = contentLength === '' ? 0 : Number(contentLength);
     const chunked = transferEncoding !== '';
     if (!Number.isSafeInteger(declared) || declared < 0) {
       this.refuse(p, 'bad_request', 'Content-Length is not a valid length', []);
@@ -228,7 +257,9 @@ export class DataPlane {
       if (!chunked && declared > this.o.bufferBodyBytes) p.headers.push('content-length', contentLength);
     }
 
-    if (apiKey !== '') {
+    if (early) {
+      this.respond(p, early.caller, early.outcome);
+    } else if (apiKey !== '') {
       this.admitCaller(p, keyCaller(apiKey));
     } else if (authorization !== '') {
       let token: string;
@@ -257,24 +288,24 @@ export class DataPlane {
     }
   }
 
-  private admitCaller(p: Pending, caller: Caller): void {
-    if (p.route.ownerCheck) {
-      const refusal = ownerRefusal(p.path, caller, this.o.serviceRoles);
-      if (refusal) {
-        this.refuseError(p, refusal);
-        return;
-      }
+  /**
+   * The admission decision for a caller on a route: an ownership refusal, or the gate's outcome
+   * (synchronous with the in-memory store and API keys or addresses; a promise otherwise).
+   */
+  private decideFor(caller: Caller, route: Route, method: string, path: string): PlatformError | Outcome | Promise<Outcome> {
+    if (route.ownerCheck) {
+      const refusal = ownerRefusal(path, caller, this.o.serviceRoles);
+      if (refusal) return refusal;
     }
     this.o.hotKeys.record(caller.subject);
     let quota: CompiledQuota | undefined;
-    const routeLabel = p.route.prefix;
+    const routeLabel = route.prefix;
     if (caller.kind === 'ip') {
       quota = this.o.ipQuota;
     } else if (caller.kind === 'key') {
       if (!this.o.quotas.has(caller.subject)) {
         const plan = this.o.quotas.plan(this.o.defaultPlan) ?? this.o.builtinPlan;
-        this.respond(p, caller, this.o.gate.decoy(plan, plan.limit!, routeLabel));
-        return;
+        return this.o.gate.decoy(plan, plan.limit!, routeLabel);
       }
       quota = this.o.quotas.resolve(caller.subject, this.o.defaultPlan);
     } else {
@@ -285,9 +316,15 @@ export class DataPlane {
     // Stale table (no sync for LIMITER_QUOTA_MAX_AGE): never serve a cached paid plan as current.
     if (caller.kind !== 'ip' && this.o.sync?.stale()) quota = capToFloor(quota, this.o.builtinPlan);
     const limit: LimitParams = quota.limit ?? this.o.builtinPlan.limit!;
-    const outcome = this.o.gate.admit(caller.subject, quota, limit, p.route.class, routeLabel, p.method, p.path);
-    if (outcome instanceof Promise) {
-      outcome.then(
+    return this.o.gate.admit(caller.subject, quota, limit, route.class, routeLabel, method, path);
+  }
+
+  private admitCaller(p: Pending, caller: Caller): void {
+    const d = this.decideFor(caller, p.route, p.method, p.path);
+    if (d instanceof PlatformError) {
+      this.refuseError(p, d);
+    } else if (d instanceof Promise) {
+      d.then(
         (o) => {
           if (!p.aborted) this.respond(p, caller, o);
         },
@@ -298,22 +335,21 @@ export class DataPlane {
         },
       );
     } else {
-      this.respond(p, caller, outcome);
+      this.respond(p, caller, d);
     }
+  }
+
+  /** The refusal for an outcome that is not forwarded: 429, or 503 when failing closed (both carry Retry-After). */
+  private refusal(o: Outcome): { code: ErrorCode; detail: string } {
+    return o.status === 503 ? FAIL_CLOSED : RATE_LIMITED;
   }
 
   private respond(p: Pending, caller: Caller, o: Outcome): void {
     // Retry-After only on a refusal: a shadow-mode denial is forwarded and is a 2xx.
     const rl = rateLimitHeaders(o.figures, { name: o.policy, windowSec: o.windowSec }, this.o.clock.now(), !o.forward);
     if (!o.forward) {
-      const code: ErrorCode = o.status === 503 ? 'limiter_unavailable' : 'rate_limited';
-      const detail =
-        o.status === 503
-          ? 'admission is unavailable and this route fails closed; retry later'
-          : 'quota exceeded; retry after the time in Retry-After';
-      if (o.status === 503 && !rl.includes('retry-after'))
-        rl.push('retry-after', String(Math.max(1, Math.ceil(o.figures.retryAfterMs / 1000))));
-      this.refuse(p, code, detail, rl);
+      const r = this.refusal(o);
+      this.refuse(p, r.code, r.detail, rl);
       return;
     }
     if (p.bodyError) return;

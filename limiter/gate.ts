@@ -90,6 +90,11 @@ export class Gate {
     this.remote = o.store.kind !== 'memory';
   }
 
+  /** True when `admit` always answers synchronously (the in-process counter store). */
+  get synchronous(): boolean {
+    return !this.remote;
+  }
+
   /**
    * Decides `key` (the bucket's subject) under `quota` for one request. Synchronous with the
    * in-memory store; a promise with a remote one.
