@@ -2,6 +2,7 @@
  * Starts any service in-process on port 0 for a test, with its config built the way main.ts builds
  * it (from the environment, here with overrides), and registers its shutdown at once.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,7 +62,16 @@ export async function useSidecar(
 ): Promise<Sidecar & { url: string; adminUrl: string }> {
   // Each sidecar keeps its last-known-good snapshot in its own file.
   const snapshotFile = join(mkdtempSync(join(tmpdir(), 'sidecar-')), 'snapshot.json');
-  const env = testEnv({ LIMITER_SNAPSHOT_FILE: snapshotFile, ...overrides });
+  // In-process counters unless the test asks for Redis (the runner's REDIS_URL is in the
+  // environment, and sidecars of different tests must not share buckets); a Redis the test does
+  // ask for gets a key prefix of its own.
+  const env = testEnv({
+    LIMITER_SNAPSHOT_FILE: snapshotFile,
+    REDIS_URL: undefined,
+    REDIS_CLUSTER_NODES: undefined,
+    LIMITER_REDIS_PREFIX: `t${randomBytes(6).toString('hex')}`,
+    ...overrides,
+  });
   const s = await startSidecar(loadConfig(limiterConfig, env), testLogger('limiter'), deps);
   t.teardown(() => s.close(1000));
   return { ...s, url: `http://127.0.0.1:${s.port}`, adminUrl: `http://127.0.0.1:${s.adminPort}` };
