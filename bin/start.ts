@@ -108,6 +108,10 @@ async function main(): Promise<void> {
   // work out of the box; printed below. Set ADMIN_TOKEN to choose your own.
   const adminToken = process.env.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
   const generatedToken = process.env.ADMIN_TOKEN === undefined;
+  // The sidecar vouches for callers upstream with X-Subject and this shared secret; the notifier
+  // and identity trust X-Subject only with it. One per run unless configured.
+  const serviceSecret = process.env.SERVICE_SECRET ?? randomBytes(24).toString('base64url');
+  const trackingSecret = process.env.NOTIFIER_TRACKING_SECRET ?? randomBytes(24).toString('base64url');
   if (names.includes('control-plane') && !process.env.LIMITER_CONTROL_PLANE_URL && !process.env.LIMITER_QUOTA_FILE) {
     limiterEnv.LIMITER_CONTROL_PLANE_URL = `${host}:${config.CONTROL_PLANE_GRPC_PORT}`;
   }
@@ -118,8 +122,10 @@ async function main(): Promise<void> {
       args: ['--enable-source-maps', resolve(PROJECT_ROOT, catalogue[name].script)],
       env: {
         DATABASE_URL: databaseUrl,
+        SERVICE_SECRET: serviceSecret,
         ...(name === 'limiter' ? limiterEnv : {}),
         ...(name === 'control-plane' ? { ADMIN_TOKEN: adminToken } : {}),
+        ...(name === 'notifier' ? { NOTIFIER_TRACKING_SECRET: trackingSecret } : {}),
       },
     });
   }

@@ -1,30 +1,110 @@
 /**
- * The identity service's core, started in-process by main.ts and by tests. At this stage of the platform it
- * owns its database schema and answers /healthz, /readyz and /metrics; the event store, accounts,
- * OAuth endpoints and orders API are built on this.
+ * The identity service's core, started in-process by main.ts and by tests. It owns its database
+ * schema and answers /healthz, /readyz and /metrics, and runs the event-sourced users and orders
+ * (identity/events/identity-events.ts): the event store, the projectors and the orders API; and
+ * the OAuth 2.0 / OpenID Connect authorization server (identity/oauth): keys, clients, tokens,
+ * discovery, JWKS, authorize, token, device, userinfo, introspection.
  */
+import { systemClock, type Clock } from '../shared/clock.js';
 import type { ConfigOf } from '../shared/config.js';
+import { createVerifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
 import { createRegistry } from '../shared/metrics.js';
-import { startPgService } from '../shared/pg-service.js';
+import { startPgService, type PgService } from '../shared/pg-service.js';
 import type { Started } from '../shared/main.js';
 import type { identityConfig } from './config.js';
+import type { CardTokenizer } from './domain/card.js';
+import { createIdentityEvents, type IdentityEvents } from './events/identity-events.js';
+import { oauthSettings, registerOAuthRoutes, signingKeysCheck, startOAuth, type OAuthDeps, type RunningOAuth } from './oauth/index.js';
 
-export async function startIdentity(config: ConfigOf<typeof identityConfig>, log: Logger): Promise<Started & { port: number }> {
-  const svc = await startPgService({
-    name: 'identity',
-    dir: 'identity',
-    databaseUrl: config.DATABASE_URL,
-    poolMax: config.DATABASE_POOL_MAX,
-    host: config.HOST,
-    port: config.IDENTITY_PORT,
-    maxBodyBytes: config.MAX_BODY_BYTES,
+export interface IdentityDeps {
+  /** Default: the system clock. */
+  clock?: Clock;
+  /** Default: random opaque card tokens (no payment provider yet). */
+  tokenizeCard?: CardTokenizer;
+}
+
+export interface Identity extends Started {
+  port: number;
+  /** The event store, user and order commands, read models and projection runner. */
+  events: IdentityEvents;
+}
+
+export async function startIdentity(config: ConfigOf<typeof identityConfig>, log: Logger, deps: IdentityDeps = {}): Promise<Identity> {
+  const clock = deps.clock ?? systemClock;
+  const registry = createRegistry('identity');
+  // Until identity publishes its own keys, its resource endpoints verify against IDENTITY_JWKS_URL.
+  const verifier = createVerifier({
+    issuer: config.JWT_ISSUER,
+    audience: config.JWT_AUDIENCE,
+    jwksUrl: config.IDENTITY_JWKS_URL ?? `${config.JWT_ISSUER}/.well-known/jwks.json`,
+    clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
+    clock,
     log,
-    registry: createRegistry('identity'),
   });
+  let events: IdentityEvents | undefined;
+  const oauth: OAuthDeps = { settings: oauthSettings(config), log, registry };
+  let svc: PgService;
+  try {
+    svc = await startPgService({
+      name: 'identity',
+      dir: 'identity',
+      databaseUrl: config.DATABASE_URL,
+      poolMax: config.DATABASE_POOL_MAX,
+      host: config.HOST,
+      port: config.IDENTITY_PORT,
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      log,
+      registry,
+      checks: [
+        { name: 'projections', check: () => events?.check.check() ?? Promise.reject(new Error('starting')) },
+        signingKeysCheck(oauth),
+      ],
+      routes: (app, edge, pool) => {
+        events = createIdentityEvents(
+          {
+            databaseUrl: config.DATABASE_URL!,
+            snapshotEvery: config.IDENTITY_SNAPSHOT_EVERY,
+            runProjections: config.IDENTITY_PROJECTIONS,
+            pollIntervalMs: config.IDENTITY_PROJECTION_POLL_INTERVAL,
+            batchSize: config.IDENTITY_PROJECTION_BATCH,
+            maxAttempts: config.IDENTITY_PROJECTION_MAX_ATTEMPTS,
+            warehouseWindowMs: config.IDENTITY_WAREHOUSE_WINDOW,
+            selfDeleteMaxTotal: config.IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL,
+          },
+          { pool, registry, log, clock, verifier, tokenizeCard: deps.tokenizeCard },
+        );
+        events.routes(app, edge);
+        registerOAuthRoutes(app, edge, pool, oauth);
+      },
+    });
+  } catch (err) {
+    verifier.close();
+    throw err;
+  }
+  const ev = events!;
+  let running: RunningOAuth | undefined;
+  try {
+    await ev.start();
+    // Signing keys exist (or are created) before the first token request is served.
+    running = await startOAuth(svc.pool, oauth);
+  } catch (err) {
+    await ev.close();
+    await svc.close(0);
+    verifier.close();
+    throw err;
+  }
+  const oauthRunning = running;
   return {
     port: svc.http.port,
+    events: ev,
     urls: { api: `http://${config.HOST}:${svc.http.port}` },
-    close: () => svc.close(config.SHUTDOWN_GRACE),
+    close: async () => {
+      await svc.http.close(config.SHUTDOWN_GRACE);
+      await oauthRunning.close();
+      await ev.close();
+      await svc.pool.end();
+      verifier.close();
+    },
   };
 }

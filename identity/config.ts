@@ -1,8 +1,10 @@
 /** The environment variables the identity reads (documented in shared/env.ts and the README). */
 import { pick } from '../shared/config.js';
 import { ENV } from '../shared/env.js';
+import { OAUTH_CONFIG_VARS } from './oauth/settings.js';
 
 export const identityConfig = pick(ENV, [
+  ...OAUTH_CONFIG_VARS,
   'LOG_LEVEL',
   'HOST',
   'SHUTDOWN_GRACE',
@@ -10,4 +12,17 @@ export const identityConfig = pick(ENV, [
   'DATABASE_POOL_MAX',
   'IDENTITY_PORT',
   'MAX_BODY_BYTES',
+  // tokens on identity's own resource endpoints
+  'JWT_ISSUER',
+  'JWT_AUDIENCE',
+  'JWT_CLOCK_SKEW',
+  // events: event store, projections, orders API (issue 5)
+  'IDENTITY_JWKS_URL',
+  'IDENTITY_SNAPSHOT_EVERY',
+  'IDENTITY_PROJECTIONS',
+  'IDENTITY_PROJECTION_POLL_INTERVAL',
+  'IDENTITY_PROJECTION_BATCH',
+  'IDENTITY_PROJECTION_MAX_ATTEMPTS',
+  'IDENTITY_WAREHOUSE_WINDOW',
+  'IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL',
 ]);

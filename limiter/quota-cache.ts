@@ -155,9 +155,12 @@ export class QuotaCache {
    * Applies a snapshot in version order. A full snapshot replaces everything; a delta applies its
    * upserts and deletions on top of `base_version`, which must be the version we hold.
    */
-  apply(s: Snapshot, nowMs: number): ApplyResult {
+  apply(s: Snapshot, nowMs: number, opts: { force?: boolean } = {}): ApplyResult {
     const version = Number(s.version);
-    if (version < this.versionApplied || (version === this.versionApplied && this.appliedAtMs !== 0)) {
+    // `force` (full snapshots only): the authoritative source's table went back (a restored or
+    // rebuilt control plane); its table wins over our higher version.
+    const forced = opts.force === true && !s.delta;
+    if (!forced && (version < this.versionApplied || (version === this.versionApplied && this.appliedAtMs !== 0))) {
       return { applied: false, version: this.versionApplied, reason: 'stale' };
     }
     if (s.delta && Number(s.baseVersion) !== this.versionApplied) {

@@ -124,7 +124,6 @@ export class QuotaSync {
   private streams = 0;
   // After a failed full fetch, further deltas from another base wait for the next poll to resync.
   private fullFetchBlocked = false;
-  private warnedBehind = false;
   private waiters: (() => void)[] = [];
 
   constructor(opts: QuotaSyncOptions) {
@@ -429,14 +428,22 @@ export class QuotaSync {
         this.store?.touch(now);
         this.synced(now);
         this.ack(version);
-      } else if (!s.delta && !this.warnedBehind) {
-        // A full table older than ours: the control plane's table went back (restored or rebuilt).
-        // Versions never go back by contract, so we keep ours and say so.
-        this.warnedBehind = true;
+      } else if (!s.delta && source !== 'full') {
+        // A full table older than ours, in answer to "since our version" (Watch or poll): the
+        // control plane's table went back (restored from a
+        // backup, rebuilt, or a fresh database after a last-known-good file from another one).
+        // The control plane is the authority: take its table, or we would serve ours forever.
+        // (A full fetch asks from version 0 and may simply arrive after newer pushes: ignored.)
         this.log.warn(
           { their_version: version, version: this.cache.version, source },
-          'control plane sent a full snapshot older than ours; ignored',
+          'control plane sent a full snapshot older than ours; its table replaces ours',
         );
+        this.cache.apply(s, now, { force: true });
+        this.store?.reset();
+        this.store?.apply(s, now);
+        this.synced(now);
+        this.ackedVersion = -1; // the acked versions belonged to the old table
+        this.ack(version);
       }
       return;
     }
@@ -482,7 +489,6 @@ export class QuotaSync {
   private synced(now: number): void {
     this.lastSyncAtMs = now;
     this.syncs++;
-    this.warnedBehind = false;
     if (this.failures > 0) this.log.info({ version: this.cache.version, after_failures: this.failures }, 'quota sync recovered');
     this.failures = 0;
     const waiters = this.waiters;

@@ -1,16 +1,112 @@
 /**
- * The notifier's core, started in-process by main.ts and by tests. At this stage of the platform it
- * owns its database schema and answers /healthz, /readyz and /metrics; the ingestion API, queues
- * and workers are built on this.
+ * The notifier's core, started in-process by main.ts and by tests: its schema (migrations), the
+ * HTTP API (ingestion, status, tracking, inbox, dead-letter queue; templates, profiles and devices
+ * from their own modules), pg-boss on the service's pool, and the worker pools: one routing queue
+ * per tier and one delivery queue per channel × tier, each with its own loop and concurrency.
+ *
+ * Start order: the pool and migrations, the HTTP service (its /readyz reports `queues` not ready
+ * until pg-boss is up, and the queue-backed endpoints answer 503 until then), pg-boss and its
+ * queues, the channels, the workers. Close order: stop accepting requests, stop the workers
+ * (finishing the sends in flight, up to the grace period), stop pg-boss, close the channels' pools,
+ * end the database pool.
  */
-import type { ConfigOf } from '../shared/config.js';
+import { systemClock, type Clock } from '../shared/clock.js';
+import type { Pool } from '../shared/db.js';
+import { PlatformError } from '../shared/errors.js';
+import { createVerifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
+import type { Started } from '../shared/main.js';
 import { createRegistry } from '../shared/metrics.js';
 import { startPgService } from '../shared/pg-service.js';
-import type { Started } from '../shared/main.js';
-import type { notifierConfig } from './config.js';
+import type { NotifierConfig } from './config.js';
+import { createCallerResolver } from './caller.js';
+import { createChannels, type WriteInbox } from './channels/index.js';
+import { registerTemplateRoutes, renderTemplate, markTemplateUsed } from './templates/index.js';
+import { getProfile, registerProfileRoutes } from './profiles/index.js';
+import { listDeviceTokens, removeDeviceToken, registerDeviceRoutes } from './devices/index.js';
+import { createNotifierMetrics } from './metrics.js';
+import { registerIngestRoutes } from './ingest/routes.js';
+import { registerTrackingRoutes } from './tracking/routes.js';
+import { registerDlqRoutes } from './admin/routes.js';
+import { dlqDepth } from './admin/dlq.js';
+import { writeInbox } from './tracking/inbox.js';
+import { pixelSigner } from './tracking/pixel.js';
+import { runRetention } from './tracking/retention.js';
+import { startBoss, type Boss } from './queues/boss.js';
+import { QueueRunner } from './queues/runner.js';
+import { Backpressure } from './queues/backpressure.js';
+import { CHANNEL_NAMES, RETENTION_QUEUE, TIERS, deliverQueue, routeQueue } from './queues/names.js';
+import { DeliveryWorker, type Channels, type DeliveryJob, type Directory } from './workers/deliver.js';
+import type { ClaimedDelivery } from './workers/delivery-sql.js';
+import { RoutingWorker, type RouteJob } from './workers/route.js';
 
-export async function startNotifier(config: ConfigOf<typeof notifierConfig>, log: Logger): Promise<Started & { port: number }> {
+/** What tests (and embedders) may replace. */
+export interface NotifierDeps {
+  /**
+   * Channels to use instead of the ones built from configuration; a function gets the inbox writer
+   * the in_app channel needs.
+   */
+  channels?: (Channels & { close?: () => Promise<void> }) | ((writeInbox: WriteInbox) => Channels & { close?: () => Promise<void> });
+  /** Replaces parts of the recipient and template lookups. */
+  directory?: Partial<Directory>;
+  clock?: Clock;
+}
+
+export interface Notifier extends Started {
+  port: number;
+  pool: Pool;
+  boss: Boss;
+  /** Load shedding state (which tiers are deferred). */
+  backpressure: Backpressure;
+}
+
+/** How often the backlog of the urgent queues is sampled for load shedding. */
+const BACKPRESSURE_SAMPLE_MS = 500;
+
+export async function startNotifier(config: NotifierConfig, log: Logger, deps: NotifierDeps = {}): Promise<Notifier> {
+  const clock = deps.clock ?? systemClock;
+  const registry = createRegistry('notifier');
+  const caller = createCallerResolver({
+    serviceSecret: config.SERVICE_SECRET,
+    serviceRoles: config.NOTIFIER_SERVICE_ROLES,
+    verifier: () =>
+      createVerifier({
+        issuer: config.JWT_ISSUER,
+        audience: config.JWT_AUDIENCE,
+        jwksUrl: config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json`,
+        clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
+        jwksCooldownMs: config.JWKS_REFETCH_COOLDOWN,
+        log,
+      }),
+  });
+  const pixel = pixelSigner(config.NOTIFIER_TRACKING_SECRET, config.NOTIFIER_PUBLIC_URL);
+  if (config.NOTIFIER_TRACKING_SECRET === undefined) {
+    log.warn('NOTIFIER_TRACKING_SECRET is unset: open-pixel links are signed with a per-process key and stop counting after a restart');
+  }
+
+  // Filled in once pg-boss is up; the queue-backed endpoints answer 503 until then.
+  let boss: Boss | undefined;
+  const runners = new Map<string, Pick<QueueRunner, 'wake' | 'start' | 'stop'>>();
+  const wake = (queue: string): void => runners.get(queue)?.wake();
+  const needBoss = (): Boss => {
+    if (!boss) throw new PlatformError('unavailable', { detail: 'the queues are starting', headers: { 'retry-after': '1' } });
+    return boss;
+  };
+  const lazyBoss = new Proxy({} as Boss, {
+    get: (_t, prop) => {
+      const b = needBoss() as unknown as Record<string | symbol, unknown>;
+      const v = b[prop];
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(b) : v;
+    },
+  });
+  // The pool exists once the service has started; /metrics may be scraped before.
+  const started: { pool?: Pool } = {};
+  const metrics = createNotifierMetrics(registry, {
+    clock,
+    log,
+    dlqDepth: () => (started.pool ? dlqDepth(started.pool) : Promise.resolve({})),
+  });
+
   const svc = await startPgService({
     name: 'notifier',
     dir: 'notifier',
@@ -20,11 +116,143 @@ export async function startNotifier(config: ConfigOf<typeof notifierConfig>, log
     port: config.NOTIFIER_PORT,
     maxBodyBytes: config.MAX_BODY_BYTES,
     log,
-    registry: createRegistry('notifier'),
+    registry,
+    checks: [
+      {
+        name: 'queues',
+        check: async () => {
+          if (!boss) throw new Error('pg-boss is starting');
+        },
+      },
+    ],
+    routes: (app, edge, pool) => {
+      registerIngestRoutes(app, edge, {
+        pool,
+        boss: lazyBoss,
+        caller,
+        metrics,
+        idempotencyTtlMs: config.NOTIFIER_IDEMPOTENCY_TTL,
+        markTemplateUsed: (p, id) => markTemplateUsed(p, id),
+        wake,
+      });
+      registerTrackingRoutes(app, edge, { pool, caller, pixel, inboxPageSize: config.NOTIFIER_INBOX_PAGE_SIZE, log });
+      registerDlqRoutes(app, edge, { pool, boss: lazyBoss, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, wake });
+      registerTemplateRoutes(app, edge, pool, caller);
+      registerProfileRoutes(app, edge, pool, caller);
+      registerDeviceRoutes(app, edge, pool, caller);
+    },
   });
+  const pool = svc.pool;
+  started.pool = pool;
+
+  let channels: (Channels & { close?: () => Promise<void> }) | undefined;
+  const backpressure = new Backpressure({
+    pool,
+    queues: ['transactional', 'high'].flatMap((t) => [
+      routeQueue(t as 'transactional' | 'high'),
+      ...CHANNEL_NAMES.map((c) => deliverQueue(c, t as 'transactional' | 'high')),
+    ]),
+    threshold: config.NOTIFIER_BACKPRESSURE_THRESHOLD,
+    intervalMs: BACKPRESSURE_SAMPLE_MS,
+    log,
+  });
+  const graceMs = config.SHUTDOWN_GRACE;
+  try {
+    boss = await startBoss({
+      pool,
+      log,
+      jobExpireMs: config.NOTIFIER_JOB_EXPIRE,
+      maintenanceMs: config.NOTIFIER_QUEUE_MAINTENANCE,
+      schedule: config.NOTIFIER_WORKERS,
+    });
+    const b = boss;
+    const inbox: WriteInbox = (msg, ctx) => writeInbox(pool, msg, ctx);
+    channels =
+      typeof deps.channels === 'function'
+        ? deps.channels(inbox)
+        : (deps.channels ?? createChannels(config, { writeInbox: inbox, sendTimeoutMs: config.NOTIFIER_SEND_TIMEOUT, clock, registry }));
+
+    if (config.NOTIFIER_WORKERS) {
+      const directory: Directory = {
+        getProfile: (p, id) => getProfile(p, id),
+        listDeviceTokens: (p, id) => listDeviceTokens(p, id),
+        removeDeviceToken: (p, id, token) => removeDeviceToken(p, id, token),
+        renderTemplate: (p, req) => renderTemplate(p, req),
+        ...deps.directory,
+      };
+      const router = new RoutingWorker({ pool, boss: b, log, wake });
+      const deliverer = new DeliveryWorker({
+        pool,
+        boss: b,
+        channels,
+        directory,
+        metrics,
+        clock,
+        log,
+        retryScheduleMs: config.NOTIFIER_RETRY_SCHEDULE,
+        sendTimeoutMs: config.NOTIFIER_SEND_TIMEOUT,
+        pixel,
+        wake,
+      });
+      for (const tier of TIERS) {
+        const common = {
+          boss: b,
+          concurrency: config.NOTIFIER_CONCURRENCY[tier],
+          idleMs: config.NOTIFIER_IDLE_POLL[tier],
+          mayFetch: () => backpressure.mayRun(tier),
+          log,
+        };
+        const rq = routeQueue(tier);
+        runners.set(rq, new QueueRunner<RouteJob>({ ...common, queue: rq, handleBatch: (jobs) => router.handleBatch(rq, jobs) }));
+        for (const channel of CHANNEL_NAMES) {
+          const dq = deliverQueue(channel, tier);
+          runners.set(
+            dq,
+            new QueueRunner<DeliveryJob>({
+              ...common,
+              queue: dq,
+              prepare: (jobs) => deliverer.claim(jobs),
+              handle: (job, claimed) => deliverer.handle(dq, job, claimed as Map<string, ClaimedDelivery>),
+            }),
+          );
+        }
+      }
+      await b.schedule(RETENTION_QUEUE, config.NOTIFIER_RETENTION_SCHEDULE, {}, { tz: 'UTC' });
+      await b.work(RETENTION_QUEUE, { pollingIntervalSeconds: 30 }, async () => {
+        const r = await runRetention(pool, new Date(clock.now() - config.NOTIFIER_RETENTION));
+        log.info({ ...r }, 'retention: old records deleted');
+      });
+      backpressure.start();
+      for (const r of runners.values()) r.start();
+    }
+  } catch (err) {
+    await boss?.stop({ graceful: false, close: false }).catch(() => {});
+    await channels?.close?.().catch(() => {});
+    caller.close();
+    await svc.close(0);
+    throw err;
+  }
+
+  let closed: Promise<void> | undefined;
   return {
     port: svc.http.port,
+    pool,
+    boss,
+    backpressure,
     urls: { api: `http://${config.HOST}:${svc.http.port}` },
-    close: () => svc.close(config.SHUTDOWN_GRACE),
+    close: () =>
+      (closed ??= (async () => {
+        await svc.http.close(graceMs);
+        backpressure.stop();
+        await Promise.all([...runners.values()].map((r) => r.stop(graceMs)));
+        await boss
+          ?.stop({ graceful: true, wait: true, close: false, timeout: Math.max(1000, Math.min(graceMs, 5000)) })
+          .catch((err: unknown) => {
+            log.warn({ err }, 'pg-boss did not stop cleanly');
+          });
+        await channels?.close?.().catch((err: unknown) => log.warn({ err }, 'closing the channels failed'));
+        caller.close();
+        await svc.close(0);
+      })()),
   };
 }

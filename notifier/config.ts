@@ -1,6 +1,7 @@
 /** The environment variables the notifier reads (documented in shared/env.ts and the README). */
-import { pick } from '../shared/config.js';
+import { pick, type ConfigOf } from '../shared/config.js';
 import { ENV } from '../shared/env.js';
+import { CHANNEL_ENV_NAMES } from './channels/config.js';
 
 export const notifierConfig = pick(ENV, [
   'LOG_LEVEL',
@@ -10,4 +11,33 @@ export const notifierConfig = pick(ENV, [
   'DATABASE_POOL_MAX',
   'NOTIFIER_PORT',
   'MAX_BODY_BYTES',
+  // who is calling (notifier/caller.ts)
+  'SERVICE_SECRET',
+  'JWT_ISSUER',
+  'JWT_AUDIENCE',
+  'JWKS_URL',
+  'IDENTITY_URL',
+  'JWT_CLOCK_SKEW',
+  'JWKS_REFETCH_COOLDOWN',
+  // the core
+  'NOTIFIER_WORKERS',
+  'NOTIFIER_IDEMPOTENCY_TTL',
+  'NOTIFIER_RETRY_SCHEDULE',
+  'NOTIFIER_CONCURRENCY',
+  'NOTIFIER_IDLE_POLL',
+  'NOTIFIER_SEND_TIMEOUT',
+  'NOTIFIER_JOB_EXPIRE',
+  'NOTIFIER_QUEUE_MAINTENANCE',
+  'NOTIFIER_BACKPRESSURE_THRESHOLD',
+  'NOTIFIER_RETENTION',
+  'NOTIFIER_RETENTION_SCHEDULE',
+  'NOTIFIER_TRACKING_SECRET',
+  'NOTIFIER_PUBLIC_URL',
+  'NOTIFIER_ADMIN_ROLES',
+  'NOTIFIER_SERVICE_ROLES',
+  'NOTIFIER_INBOX_PAGE_SIZE',
+  // the provider clients (notifier/channels)
+  ...CHANNEL_ENV_NAMES,
 ]);
+
+export type NotifierConfig = ConfigOf<typeof notifierConfig>;

@@ -7,6 +7,33 @@ import { bool, bytes, duration, int, list, nonEmpty, num, oneOf, port, url, type
 
 const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
+/** `transactional=16,high=8,normal=4,low=2`: a value per notifier priority tier, every tier named once. */
+function tierMap<T>(raw: string, item: (s: string) => T): Record<'transactional' | 'high' | 'normal' | 'low', T> {
+  const out: Partial<Record<string, T>> = {};
+  for (const part of raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '')) {
+    const m = /^(transactional|high|normal|low)=(.+)$/.exec(part);
+    if (!m) throw new Error(`"${part}" is not tier=value (tiers: transactional, high, normal, low)`);
+    if (m[1]! in out) throw new Error(`${m[1]} is given twice`);
+    try {
+      out[m[1]!] = item(m[2]!.trim());
+    } catch (err) {
+      throw new Error(`${m[1]}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  for (const t of ['transactional', 'high', 'normal', 'low']) if (!(t in out)) throw new Error(`must give a value for ${t}`);
+  return out as Record<'transactional' | 'high' | 'normal' | 'low', T>;
+}
+
+/** A duration between `min` and `max` ms, the bounds named in the message as written. */
+function durationIn(raw: string, min: number, max: number, minText: string, maxText: string): number {
+  const ms = duration(raw);
+  if (ms < min || ms > max) throw new Error(`must be between ${minText} and ${maxText}`);
+  return ms;
+}
+
 export const ENV = {
   // ── every process ─────────────────────────────────────────────────────────
   LOG_LEVEL: v({
@@ -103,7 +130,7 @@ export const ENV = {
   }),
   // ── supervisor (npm start) ────────────────────────────────────────────────
   START_SERVICES: v({
-    default: 'control-plane,limiter,notifier,identity',
+    default: 'control-plane,limiter,notifier,identity,sandbox',
     services: ['start'],
     description: 'Which services `npm start` runs',
     parse: list(oneOf(['control-plane', 'limiter', 'notifier', 'identity', 'sandbox'])),
@@ -139,7 +166,7 @@ export const ENV = {
   }),
   IDENTITY_URL: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter', 'control-plane'],
+    services: ['limiter', 'control-plane', 'notifier'],
     description: "Origin of the identity service; the sidecar routes identity's paths there and fetches its JWKS",
     parse: url(['http', 'https']),
   }),
@@ -468,34 +495,460 @@ export const ENV = {
   // ── tokens (verified at the edge and by identity) ─────────────────────────
   JWT_ISSUER: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter', 'identity', 'control-plane'],
+    services: ['limiter', 'identity', 'control-plane', 'notifier'],
     description: "Expected `iss` of access tokens (identity's issuer URL)",
     parse: nonEmpty,
   }),
   JWT_AUDIENCE: v({
     default: 'edge-api',
-    services: ['limiter', 'identity', 'control-plane'],
+    services: ['limiter', 'identity', 'control-plane', 'notifier'],
     description: 'Expected `aud` of access tokens: the API audience',
     parse: nonEmpty,
   }),
   JWKS_URL: v({
     default: undefined,
     optional: true,
-    services: ['limiter', 'control-plane'],
+    services: ['limiter', 'control-plane', 'notifier'],
     description: 'Where the sidecar and the control plane fetch signing keys; default IDENTITY_URL + /.well-known/jwks.json',
     parse: url(['http', 'https']),
   }),
   JWT_CLOCK_SKEW: v({
     default: '60s',
-    services: ['limiter', 'identity', 'control-plane'],
+    services: ['limiter', 'identity', 'control-plane', 'notifier'],
     description: 'Clock skew tolerated on exp, nbf and iat',
     parse: duration,
   }),
   JWKS_REFETCH_COOLDOWN: v({
     default: '30s',
-    services: ['limiter', 'control-plane'],
+    services: ['limiter', 'control-plane', 'notifier'],
     description: 'An unknown kid refetches the key set at most once per this period',
     parse: duration,
+  }),
+  // ── notifier (core: ingestion, queues, workers, tracking) ─────────────────
+  NOTIFIER_WORKERS: v({
+    default: 'true',
+    services: ['notifier'],
+    description: 'Run the routing and delivery workers in this process; false serves the HTTP API only (scale the two apart)',
+    parse: bool,
+  }),
+  NOTIFIER_IDEMPOTENCY_TTL: v({
+    default: '24h',
+    services: ['notifier'],
+    description: "How long a caller's `idempotency_key` is remembered: a repeat within it gets the original 202",
+    parse: duration,
+  }),
+  NOTIFIER_RETRY_SCHEDULE: v({
+    default: '1s,5s,30s,2m,10m',
+    services: ['notifier'],
+    description: 'Delays before each retry of a failed send; after the last, the delivery goes to the dead-letter queue of its channel',
+    parse: (raw) => {
+      const out = list(duration)(raw);
+      if (out.length === 0 || out.length > 20) throw new Error('must list 1 to 20 durations');
+      return out;
+    },
+  }),
+  NOTIFIER_CONCURRENCY: v({
+    default: 'transactional=16,high=8,normal=4,low=2',
+    services: ['notifier'],
+    description: 'Sends in flight per queue (each channel × tier delivery queue, and the routing queue of each tier), by tier',
+    parse: (raw) => tierMap(raw, int(1, 1000)),
+  }),
+  NOTIFIER_IDLE_POLL: v({
+    default: 'transactional=50ms,high=200ms,normal=1s,low=2s',
+    services: ['notifier'],
+    description: 'How long a worker waits before polling an empty queue again, by tier (work enqueued by this process wakes it at once)',
+    parse: (raw) =>
+      tierMap(raw, (s) => {
+        const ms = duration(s);
+        if (ms < 10 || ms > 60_000) throw new Error('must be between 10ms and 60s');
+        return ms;
+      }),
+  }),
+  NOTIFIER_SEND_TIMEOUT: v({
+    default: '10s',
+    services: ['notifier'],
+    description: 'Deadline of one provider call; a delivery left `sending` for twice this (at most this plus 5 s) counts as a crashed send',
+    parse: duration,
+  }),
+  NOTIFIER_JOB_EXPIRE: v({
+    default: '60s',
+    services: ['notifier'],
+    description: 'A queue job held by a worker this long without completing (the worker died) is handed out again',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms < 1000) throw new Error('must be at least 1s');
+      return ms;
+    },
+  }),
+  NOTIFIER_QUEUE_MAINTENANCE: v({
+    default: '30s',
+    services: ['notifier'],
+    description: 'How often pg-boss maintenance runs (re-queues expired jobs of crashed workers, archives finished ones)',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms < 1000) throw new Error('must be at least 1s');
+      return ms;
+    },
+  }),
+  NOTIFIER_BACKPRESSURE_THRESHOLD: v({
+    default: '500',
+    services: ['notifier'],
+    description: 'Ready transactional and high jobs above which `low` sends are deferred (twice this defers `normal` too)',
+    parse: int(1, 10_000_000),
+  }),
+  NOTIFIER_RETENTION: v({
+    default: '90d',
+    services: ['notifier'],
+    description: 'Notifications, delivery records, dead letters and inbox items older than this are deleted',
+    parse: duration,
+  }),
+  NOTIFIER_RETENTION_SCHEDULE: v({
+    default: '17 3 * * *',
+    services: ['notifier'],
+    description: 'Cron schedule (UTC) of the retention job, a scheduled pg-boss job',
+    parse: (raw) => {
+      if (raw.trim().split(/\s+/).length !== 5) throw new Error('must be a 5-field cron expression');
+      return raw.trim();
+    },
+  }),
+  NOTIFIER_TRACKING_SECRET: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['notifier'],
+    description: 'HMAC key that signs open-pixel URLs; unset, a random key per process (links from before a restart stop counting)',
+    parse: (raw) => {
+      if (raw.length < 16) throw new Error('must be at least 16 characters');
+      return raw;
+    },
+  }),
+  NOTIFIER_PUBLIC_URL: v({
+    default: 'http://127.0.0.1:8080',
+    services: ['notifier'],
+    description: 'Public origin of the API (the sidecar) used in links the notifier sends, such as the e-mail open pixel',
+    parse: url(['http', 'https']),
+  }),
+  NOTIFIER_ADMIN_ROLES: v({
+    default: 'admin',
+    services: ['notifier'],
+    description: 'Roles that may use the operator API under /api/v1/admin (dead-letter queue)',
+    parse: list(nonEmpty),
+  }),
+  NOTIFIER_SERVICE_ROLES: v({
+    default: 'service,admin',
+    services: ['notifier'],
+    description: 'Roles that may send notifications and act for any user (API keys through the sidecar are `service`)',
+    parse: list(nonEmpty),
+  }),
+  NOTIFIER_INBOX_PAGE_SIZE: v({
+    default: '20',
+    services: ['notifier'],
+    description: 'Inbox items per page when the request gives no `limit` (at most 100)',
+    parse: int(1, 100),
+  }),
+  // ── notifier: providers ───────────────────────────────────────────────────
+  FCM_URL: v({
+    default: 'http://127.0.0.1:8089',
+    services: ['notifier'],
+    description: 'Base URL of the push provider, FCM HTTP v1 (`https://fcm.googleapis.com`); the default is the sandbox',
+    parse: url(['http', 'https']),
+  }),
+  FCM_PROJECT_ID: v({
+    default: 'sandbox-project',
+    services: ['notifier'],
+    description: 'Firebase project id, in the FCM path /v1/projects/{id}/messages:send',
+    parse: nonEmpty,
+  }),
+  FCM_ACCESS_TOKEN: v({
+    default: 'sandbox-fcm-token',
+    secret: true,
+    services: ['notifier', 'sandbox'],
+    description:
+      'Bearer token sent to FCM (static, for the sandbox, which requires this value; real FCM needs short-lived OAuth 2.0 service-account tokens)',
+    parse: nonEmpty,
+  }),
+  FCM_SECONDARY_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description: 'Base URL of a secondary FCM v1 push provider for failover (same project and token); unset, none',
+    parse: url(['http', 'https']),
+  }),
+  SMTP_URL: v({
+    default: 'smtp://127.0.0.1:8090',
+    secret: true,
+    services: ['notifier'],
+    description: 'SMTP server for e-mail, `smtp://[user:password@]host:port` (`smtps://` for implicit TLS); the default is the sandbox',
+    parse: url(['smtp', 'smtps']),
+  }),
+  SMTP_SECONDARY_URL: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['notifier'],
+    description: 'A secondary SMTP server for failover, same form as SMTP_URL; unset, none',
+    parse: url(['smtp', 'smtps']),
+  }),
+  SMTP_FROM: v({
+    default: 'Notifications <notifications@example.test>',
+    services: ['notifier'],
+    description: 'Sender of e-mails (From); its domain also ends every Message-ID (`<delivery id@domain>`)',
+    parse: (raw) => {
+      if (!/@[^@\s>]+/.test(raw)) throw new Error('must contain an e-mail address');
+      return raw;
+    },
+  }),
+  SMTP_POOL_SIZE: v({
+    default: '5',
+    services: ['notifier'],
+    description: 'Pooled SMTP connections per e-mail provider',
+    parse: int(1, 1000),
+  }),
+  SMS_URL: v({
+    default: 'http://127.0.0.1:8089',
+    services: ['notifier'],
+    description: 'Base URL of the Twilio-style SMS API (`https://api.twilio.com`); the default is the sandbox',
+    parse: url(['http', 'https']),
+  }),
+  SMS_SECONDARY_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description: 'Base URL of a secondary Twilio-style SMS provider for failover (same account); unset, none',
+    parse: url(['http', 'https']),
+  }),
+  SMS_ACCOUNT_SID: v({
+    default: 'ACsandbox',
+    services: ['notifier', 'sandbox'],
+    description: 'SMS account id: in the API path and the Basic-auth user (the sandbox requires this value)',
+    parse: nonEmpty,
+  }),
+  SMS_AUTH_TOKEN: v({
+    default: 'sandbox-sms-token',
+    secret: true,
+    services: ['notifier', 'sandbox'],
+    description: 'SMS auth token, the Basic-auth password (the sandbox requires this value)',
+    parse: nonEmpty,
+  }),
+  SMS_FROM: v({
+    default: '+15005550006',
+    services: ['notifier'],
+    description: 'Sender phone number (From) of SMS',
+    parse: nonEmpty,
+  }),
+  PROVIDER_CONNECTIONS: v({
+    default: '32',
+    services: ['notifier'],
+    description: 'Keep-alive connections per HTTP provider (push, SMS); each provider has its own pool',
+    parse: int(1, 10_000),
+  }),
+  PROVIDER_CONNECT_TIMEOUT: v({
+    default: '3s',
+    services: ['notifier'],
+    description: 'Connect (and SMTP greeting) timeout to a provider; the whole call is bounded by the send deadline',
+    parse: duration,
+  }),
+  PROVIDER_BREAKER_THRESHOLD: v({
+    default: '0.5',
+    services: ['notifier'],
+    description: 'Failure share of calls to one provider (errors, timeouts, throttling) that opens its circuit breaker',
+    parse: num(0.01, 1),
+  }),
+  PROVIDER_BREAKER_MIN_VOLUME: v({
+    default: '20',
+    services: ['notifier'],
+    description: "Calls in the window before a provider's failure share can open its breaker",
+    parse: int(1, 1_000_000),
+  }),
+  PROVIDER_BREAKER_WINDOW: v({
+    default: '10s',
+    services: ['notifier'],
+    description: 'Rolling window over which each provider breaker measures failures',
+    parse: duration,
+  }),
+  PROVIDER_BREAKER_COOLDOWN: v({
+    default: '15s',
+    services: ['notifier'],
+    description: 'How long an open provider breaker sends its messages to the retry schedule before probing the provider again',
+    parse: duration,
+  }),
+  SANDBOX_SMTP_PORT: v({
+    default: undefined,
+    optional: true,
+    services: ['sandbox'],
+    description: 'SMTP port of the sandbox; unset, SANDBOX_PORT + 1 (8090); 0 picks a free one',
+    parse: port,
+  }),
+  SANDBOX_SEED: v({
+    default: '1',
+    services: ['sandbox'],
+    description: "Seed of the sandbox's fault-injection randomness: the same seed and request order give the same faults",
+    parse: int(0, 2 ** 32 - 1),
+  }),
+  SANDBOX_FAULTS: v({
+    default: undefined,
+    optional: true,
+    services: ['sandbox'],
+    description: 'Fault profiles set at start: a JSON array of bodies as POST /sandbox/faults takes them',
+    parse: (raw) => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw);
+      } catch {
+        throw new Error('must be a JSON array');
+      }
+      if (!Array.isArray(parsed)) throw new Error('must be a JSON array');
+      return parsed as unknown[];
+    },
+  }),
+  SANDBOX_MAX_MESSAGES: v({
+    default: '100000',
+    services: ['sandbox'],
+    description: 'Accepted messages the sandbox keeps for /sandbox/messages and its duplicate counts (oldest dropped first)',
+    parse: int(1, 10_000_000),
+  }),
+  // ── identity: oauth (authorization server, keys, clients, tokens; issue 6) ──
+  IDENTITY_ACCESS_TOKEN_TTL: v({
+    default: '15m',
+    services: ['identity'],
+    description: 'Lifetime of access tokens issued by the OAuth flows (authorization code, refresh, device, client credentials)',
+    parse: (raw) => durationIn(raw, 60_000, 86_400_000, '1m', '24h'),
+  }),
+  IDENTITY_ID_TOKEN_TTL: v({
+    default: '15m',
+    services: ['identity'],
+    description: 'Lifetime of OpenID Connect id tokens',
+    parse: (raw) => durationIn(raw, 60_000, 86_400_000, '1m', '24h'),
+  }),
+  IDENTITY_REFRESH_TOKEN_TTL: v({
+    default: '14d',
+    services: ['identity'],
+    description: 'Lifetime of a refresh token; every rotation issues a successor with a fresh lifetime',
+    parse: (raw) => durationIn(raw, 60_000, 365 * 86_400_000, '1m', '365d'),
+  }),
+  IDENTITY_REFRESH_GRACE: v({
+    default: '30s',
+    services: ['identity'],
+    description:
+      'A rotated-out refresh token presented again within this long gets the same successor (a retried request); later it revokes the whole family. 0 turns the grace off',
+    parse: (raw) => durationIn(raw, 0, 300_000, '0', '5m'),
+  }),
+  IDENTITY_AUTH_CODE_TTL: v({
+    default: '60s',
+    services: ['identity'],
+    description: 'Lifetime of an authorization code (single use)',
+    parse: (raw) => durationIn(raw, 1_000, 600_000, '1s', '10m'),
+  }),
+  IDENTITY_DEVICE_CODE_TTL: v({
+    default: '10m',
+    services: ['identity'],
+    description: 'Lifetime of a device code and its user code (RFC 8628)',
+    parse: (raw) => durationIn(raw, 60_000, 3_600_000, '1m', '1h'),
+  }),
+  IDENTITY_DEVICE_POLL_INTERVAL: v({
+    default: '5s',
+    services: ['identity'],
+    description: 'Least time between two device-code token polls (whole seconds); a faster poll gets slow_down and 5 s more',
+    parse: (raw) => {
+      const ms = durationIn(raw, 1_000, 60_000, '1s', '60s');
+      if (ms % 1000 !== 0) throw new Error('must be whole seconds');
+      return ms;
+    },
+  }),
+  IDENTITY_SIGNING_ALG: v({
+    default: 'ES256',
+    services: ['identity'],
+    description: 'Algorithm of new signing keys: ES256 or RS256 (a change takes effect through the rotation schedule)',
+    parse: oneOf(['ES256', 'RS256']),
+  }),
+  IDENTITY_KEY_ROTATION_INTERVAL: v({
+    default: '30d',
+    services: ['identity'],
+    description: 'How long a signing key signs before the next one is published; 0 rotates only when IDENTITY_SIGNING_ALG changes',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms !== 0 && ms < 3_600_000) throw new Error('must be 0 or at least 1h');
+      return ms;
+    },
+  }),
+  IDENTITY_JWKS_MAX_AGE: v({
+    default: '15m',
+    services: ['identity'],
+    description:
+      'JWKS cache lifetime: the Cache-Control max-age of /.well-known/jwks.json, and how long a new key is published before it signs',
+    parse: (raw) => durationIn(raw, 60_000, 86_400_000, '1m', '24h'),
+  }),
+  IDENTITY_ADMIN_TOKEN: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['identity'],
+    description: 'Bearer token for /auth/admin/clients (client registration); unset, only access tokens with role admin are accepted',
+    parse: (raw) => {
+      if (raw.length < 32) throw new Error('must be at least 32 characters');
+      return raw;
+    },
+  }),
+  // ── identity: events (event store, projections, orders API; issue 5) ──────
+  IDENTITY_JWKS_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['identity'],
+    description:
+      'Where identity fetches the keys that verify access tokens on its own resource endpoints (/checkout, /order, /orders, /auth/admin/projections); default JWT_ISSUER + /.well-known/jwks.json',
+    parse: url(['http', 'https']),
+  }),
+  IDENTITY_SNAPSHOT_EVERY: v({
+    default: '100',
+    services: ['identity'],
+    description:
+      'A user or order stream gets a snapshot of its state every this many events; loading reads the snapshot and the events after it. 0 turns snapshots off',
+    parse: int(0, 1_000_000),
+  }),
+  IDENTITY_PROJECTIONS: v({
+    default: 'true',
+    services: ['identity'],
+    description: 'Run the projectors (read models, welcome notifications) in this process; false for a replica that only serves',
+    parse: bool,
+  }),
+  IDENTITY_PROJECTION_POLL_INTERVAL: v({
+    default: '1s',
+    services: ['identity'],
+    description:
+      'How often each projector polls the event log besides being woken by LISTEN/NOTIFY (a lost notification costs at most this)',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms < 10 || ms > 600_000) throw new Error('must be between 10ms and 10m');
+      return ms;
+    },
+  }),
+  IDENTITY_PROJECTION_BATCH: v({
+    default: '1000',
+    services: ['identity'],
+    description: 'Events a projector reads and applies per transaction',
+    parse: int(1, 100_000),
+  }),
+  IDENTITY_PROJECTION_MAX_ATTEMPTS: v({
+    default: '3',
+    services: ['identity'],
+    description: 'Attempts a projector makes on one failing event before it dead-letters it and moves on',
+    parse: int(1, 100),
+  }),
+  IDENTITY_WAREHOUSE_WINDOW: v({
+    default: '1h',
+    services: ['identity'],
+    description: 'The warehouse queue holds orders placed within this long',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms < 60_000) throw new Error('must be at least 1m');
+      return ms;
+    },
+  }),
+  IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL: v({
+    default: '100',
+    services: ['identity'],
+    description: 'A customer may delete their own order (delete_own_order) only while it is placed and its total is below this amount',
+    parse: num(0, 1_000_000_000),
   }),
   // ── test harness (npm test) ───────────────────────────────────────────────
   TEST_REDIS_CLUSTER_NODES: v({

@@ -40,6 +40,24 @@ export const ERROR_CODES = {
   no_route: { status: 404, title: 'No upstream is configured for this path' },
   counter_store_timeout: { status: 503, title: 'The counter store did not answer within its deadline' },
   counter_store_unavailable: { status: 503, title: 'The counter store cannot be reached' },
+  // ── identity: event store, users and orders (issue 5) ────────────────────
+  concurrency_conflict: { status: 409, title: 'The record changed since it was read; retry' },
+  user_already_exists: { status: 409, title: 'A user with this id already exists' },
+  invalid_email: { status: 400, title: 'The email address is not valid' },
+  email_taken: { status: 409, title: 'The email address belongs to another user' },
+  user_not_found: { status: 404, title: 'No such user' },
+  order_not_found: { status: 404, title: 'No such order' },
+  order_already_exists: { status: 409, title: 'An order with this id already exists' },
+  invalid_order_transition: { status: 409, title: "The order's status does not allow this command" },
+  // ── notifier: templates, profiles, devices ─────────────────────────────────
+  unknown_template: { status: 422, title: 'The template does not exist' },
+  template_render_failed: { status: 422, title: 'The template could not be rendered with this data' },
+  template_version_immutable: { status: 409, title: 'This template version has been used and can no longer change' },
+  // ── notifier: ingestion, deliveries, dead-letter queue ────────────────────
+  sms_not_allowed_for_tier: { status: 422, title: 'SMS is only for transactional and high-priority notifications' },
+  audience_not_supported: { status: 422, title: 'Segment (audience) notifications are not supported yet' },
+  idempotency_key_reused: { status: 422, title: 'This idempotency key was used with a different request' },
+  idempotency_in_flight: { status: 409, title: 'A request with this idempotency key is still being processed' },
 } as const satisfies Record<string, CodeSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -118,7 +118,7 @@ t.test('a full snapshot then deltas are applied in order, and each applied versi
   ]);
 });
 
-t.test('older snapshots are ignored', async (t) => {
+t.test('older deltas are ignored', async (t) => {
   const cp = await controlPlane(t);
   cp.put(quota('key:a', 10));
   cp.put(quota('key:b', 20));
@@ -127,19 +127,33 @@ t.test('older snapshots are ignored', async (t) => {
   await sync.start();
   await waitFor(() => cache.version === 3);
 
-  // An old full table (it would bring back key:old and drop key:c) and an old delta.
-  cp.push(create(SnapshotSchema, { version: 2n, delta: false, quotas: [quota('key:old', 1)], issuedAt: 1 }));
   cp.push(create(SnapshotSchema, { version: 3n, delta: true, baseVersion: 2n, quotas: [quota('key:a', 999)], issuedAt: 1 }));
   cp.put(quota('key:d', 40));
   await waitFor(() => cache.version === 4, { what: 'the next real change' });
-  t.notOk(cache.has('key:old'), 'the older full snapshot was not applied');
   t.equal(cache.record('key:a')?.limit?.rate, 10, 'the delta at our own version was not applied again');
   t.ok(cache.has('key:c'));
   t.strictSame(
     cp.acks.map((a) => a.version),
     [3, 4],
-    'nothing acked for the ignored snapshots',
+    'nothing acked for the ignored snapshot',
   );
+});
+
+t.test('a control plane whose table went back (a full table older than ours) is taken as the authority', async (t) => {
+  // E.g. a last-known-good file from another deployment, or a database restored from a backup:
+  // keeping our higher version would serve a table the control plane no longer has, forever.
+  const cp = await controlPlane(t);
+  cp.put(quota('key:a', 10));
+  cp.put(quota('key:b', 20));
+  cp.put(quota('key:c', 30));
+  const { sync, cache } = sidecar(t, cp.url);
+  await sync.start();
+  await waitFor(() => cache.version === 3);
+  cp.push(create(SnapshotSchema, { version: 2n, delta: false, quotas: [quota('key:restored', 1)], issuedAt: 1 }));
+  await waitFor(() => cache.version === 2, { what: 'the older full table to be taken' });
+  t.ok(cache.has('key:restored'), "the control plane's table replaced ours");
+  t.notOk(cache.has('key:c'));
+  t.equal(cp.acks.at(-1)?.version, 2, 'and its version acked');
 });
 
 t.test('a delta cut from another base makes the sidecar fetch a full snapshot at once', async (t) => {

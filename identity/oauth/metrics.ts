@@ -1,0 +1,41 @@
+/**
+ * The authorization server's Prometheus metrics (on identity's /metrics when a registry is given).
+ */
+import { Counter, type Registry } from '../../shared/metrics.js';
+
+export interface OAuthMetrics {
+  tokensIssued: Counter<'grant_type'>;
+  tokenErrors: Counter<'error'>;
+  securityAlerts: Counter<'type'>;
+  keyRotations: Counter<'action'>;
+}
+
+export function createOAuthMetrics(registry: Registry | undefined): OAuthMetrics {
+  const registers = registry ? [registry] : [];
+  return {
+    tokensIssued: new Counter({
+      name: 'identity_tokens_issued_total',
+      help: 'Token responses issued by /token, by grant type',
+      labelNames: ['grant_type'],
+      registers,
+    }),
+    tokenErrors: new Counter({
+      name: 'identity_token_errors_total',
+      help: 'OAuth error responses of /token, by error code',
+      labelNames: ['error'],
+      registers,
+    }),
+    securityAlerts: new Counter({
+      name: 'identity_security_alerts_total',
+      help: 'Security alerts raised (RefreshTokenReuseDetected, AuthorizationCodeReuseDetected)',
+      labelNames: ['type'],
+      registers,
+    }),
+    keyRotations: new Counter({
+      name: 'identity_signing_key_changes_total',
+      help: 'Signing-key schedule changes applied by this process (created, retire_scheduled, deleted)',
+      labelNames: ['action'],
+      registers,
+    }),
+  };
+}

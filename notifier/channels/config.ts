@@ -1,0 +1,30 @@
+/** The environment variables of the provider clients (documented in shared/env.ts and the README). */
+import { pick, type ConfigOf } from '../../shared/config.js';
+import { ENV } from '../../shared/env.js';
+
+/** Names to add to the notifier's config (`notifierConfig`). */
+export const CHANNEL_ENV_NAMES = [
+  'FCM_URL',
+  'FCM_PROJECT_ID',
+  'FCM_ACCESS_TOKEN',
+  'FCM_SECONDARY_URL',
+  'SMTP_URL',
+  'SMTP_SECONDARY_URL',
+  'SMTP_FROM',
+  'SMTP_POOL_SIZE',
+  'SMS_URL',
+  'SMS_SECONDARY_URL',
+  'SMS_ACCOUNT_SID',
+  'SMS_AUTH_TOKEN',
+  'SMS_FROM',
+  'PROVIDER_CONNECTIONS',
+  'PROVIDER_CONNECT_TIMEOUT',
+  'PROVIDER_BREAKER_THRESHOLD',
+  'PROVIDER_BREAKER_MIN_VOLUME',
+  'PROVIDER_BREAKER_WINDOW',
+  'PROVIDER_BREAKER_COOLDOWN',
+] as const;
+
+export const channelsConfig = pick(ENV, CHANNEL_ENV_NAMES);
+
+export type ChannelsConfig = ConfigOf<typeof channelsConfig>;

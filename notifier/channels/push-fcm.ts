@@ -1,0 +1,152 @@
+/**
+ * Push over the FCM HTTP v1 API: `POST {base}/v1/projects/{project}/messages:send` with a Bearer
+ * token and `{message: {token, notification: {title, body}, data, android, apns}}`.
+ *
+ * Credentials: the sandbox takes a static token (FCM_ACCESS_TOKEN). Real FCM wants a short-lived
+ * OAuth 2.0 access token minted from a service account (scope
+ * `https://www.googleapis.com/auth/firebase.messaging`, about one hour, refreshed before expiry);
+ * `accessToken` also takes an async function for that, which is where a service-account signer
+ * would plug in. We have none yet.
+ *
+ * How answers map (FCM's `ErrorCode` from `error.details[].errorCode`, else `error.status`):
+ * - `UNREGISTERED` → `invalid_token` (prune the token, no retry);
+ * - `INVALID_ARGUMENT` about the token (`message.token` field violation, or a message naming the
+ *   registration token) → `invalid_token`; any other `INVALID_ARGUMENT` → permanent `invalid_message`;
+ * - `QUOTA_EXCEEDED`/429, `UNAVAILABLE`/503, `INTERNAL`/500 → retry, honouring Retry-After;
+ * - `UNAUTHENTICATED`, `THIRD_PARTY_AUTH_ERROR`, `PERMISSION_DENIED` (401/403) → permanent
+ *   `provider_auth_failed` (and a breaker failure: every send would fail alike);
+ * - `SENDER_ID_MISMATCH` → permanent `provider_rejected` (not pruned: a misconfigured project
+ *   must not wipe the device registry);
+ * - other 5xx → retry `provider_error`; other 4xx → permanent `provider_rejected`;
+ * - no answer within the deadline → retry `timeout`; refused or broken connection → retry
+ *   `connection_failed`.
+ *
+ * FCM has no idempotency key and no way to ask whether a message was sent, so there is no
+ * `lookup`: the delivery id travels in `data.delivery_id` (the app reports receipt and open with it).
+ */
+import type { Clock } from '../../shared/clock.js';
+import { invalidToken, permanent, retry, sent, type Channel, type OutboundMessage, type SendContext, type SendResult } from './channel.js';
+import { ProviderGuard, type GuardDeps } from './breaker.js';
+import { ProviderHttp, isFailure, jsonOf, type HttpAnswer } from './provider-http.js';
+import { parseRetryAfter } from './retry-after.js';
+
+export interface FcmChannelOptions {
+  /** Provider name in metrics, breaker and results (default `fcm`). */
+  provider?: string;
+  /** e.g. `https://fcm.googleapis.com`, or the sandbox. */
+  baseUrl: string;
+  projectId: string;
+  /** A static bearer token, or a function returning a current one (OAuth 2.0 service account). */
+  accessToken: string | (() => Promise<string>);
+  /** Longest a call may take, ms (a send's own deadline may shorten it). */
+  timeoutMs: number;
+  /** Keep-alive connections. */
+  connections: number;
+  /** Connect timeout, ms (default: timeoutMs). */
+  connectTimeoutMs?: number;
+}
+
+interface FcmErrorBody {
+  error?: {
+    code?: number;
+    message?: string;
+    status?: string;
+    details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string; description?: string }[] }[];
+  };
+}
+
+export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Channel {
+  const provider = opts.provider ?? 'fcm';
+  const guard = new ProviderGuard('push', provider, deps);
+  const http = new ProviderHttp({
+    baseUrl: opts.baseUrl,
+    connections: opts.connections,
+    connectTimeoutMs: opts.connectTimeoutMs ?? opts.timeoutMs,
+  });
+  const path = `/v1/projects/${encodeURIComponent(opts.projectId)}/messages:send`;
+  const token = typeof opts.accessToken === 'string' ? () => Promise.resolve(opts.accessToken as string) : opts.accessToken;
+
+  return {
+    name: 'push',
+    provider,
+    breakerState: () => guard.breaker.state,
+    close: () => http.close(),
+    async send(msg: OutboundMessage, ctx: SendContext): Promise<SendResult> {
+      if (!msg.to) return permanent('missing_address', 'no device token');
+      return guard.run(ctx.deadlineMs, opts.timeoutMs, async (timeoutMs) => {
+        const answer = await http.request({
+          method: 'POST',
+          path,
+          headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json; charset=utf-8' },
+          body: JSON.stringify(fcmMessage(msg, ctx)),
+          timeoutMs,
+        });
+        if (isFailure(answer)) return retry(answer.failed, { detail: answer.detail });
+        return classifyFcm(answer, msg.to, deps.clock);
+      });
+    },
+  };
+}
+
+/** The FCM v1 request body for one message. */
+export function fcmMessage(msg: OutboundMessage, ctx: SendContext): { message: Record<string, unknown> } {
+  const urgent = msg.tier === 'transactional' || msg.tier === 'high';
+  const notification: Record<string, string> = { body: msg.body };
+  if (msg.title !== undefined) notification.title = msg.title;
+  return {
+    message: {
+      token: msg.to,
+      notification,
+      data: { ...msg.data, delivery_id: ctx.deliveryId, notification_id: msg.notificationId },
+      android: { priority: urgent ? 'HIGH' : 'NORMAL' },
+      apns: { headers: { 'apns-priority': urgent ? '10' : '5' } },
+    },
+  };
+}
+
+/** Maps an FCM answer to a send result (see the module comment). */
+export function classifyFcm(answer: HttpAnswer, token: string, clock: Clock): SendResult {
+  const body = jsonOf(answer.text);
+  if (answer.status >= 200 && answer.status < 300) {
+    const name = (body as { name?: unknown } | undefined)?.name;
+    return typeof name === 'string' ? sent(name) : retry('provider_error', { detail: 'FCM accepted without a message name' });
+  }
+  const err = (body as FcmErrorBody | undefined)?.error;
+  const fcmCode = err?.details?.find((d) => typeof d.errorCode === 'string')?.errorCode ?? err?.status ?? '';
+  const detail = `FCM ${answer.status} ${fcmCode}`.trim();
+  const retryAfterMs = parseRetryAfter(answer.headers['retry-after'], clock.now());
+  const again = (reason: 'provider_quota_exceeded' | 'provider_unavailable' | 'provider_internal' | 'provider_error') =>
+    retry(reason, retryAfterMs === undefined ? { detail } : { retryAfterMs, detail });
+  switch (fcmCode) {
+    case 'UNREGISTERED':
+      return invalidToken(token, detail);
+    case 'INVALID_ARGUMENT':
+      return aboutToken(err) ? invalidToken(token, detail) : permanent('invalid_message', detail);
+    case 'QUOTA_EXCEEDED':
+    case 'RESOURCE_EXHAUSTED':
+      return again('provider_quota_exceeded');
+    case 'UNAVAILABLE':
+      return again('provider_unavailable');
+    case 'INTERNAL':
+      return again('provider_internal');
+    case 'UNAUTHENTICATED':
+    case 'THIRD_PARTY_AUTH_ERROR':
+    case 'PERMISSION_DENIED':
+      return permanent('provider_auth_failed', detail);
+    case 'SENDER_ID_MISMATCH':
+      return permanent('provider_rejected', detail);
+  }
+  if (answer.status === 429) return again('provider_quota_exceeded');
+  if (answer.status === 503) return again('provider_unavailable');
+  if (answer.status === 500) return again('provider_internal');
+  if (answer.status >= 500) return again('provider_error');
+  if (answer.status === 401 || answer.status === 403) return permanent('provider_auth_failed', detail);
+  if (answer.status >= 400) return permanent('provider_rejected', detail);
+  return again('provider_error');
+}
+
+/** Is an INVALID_ARGUMENT about the registration token (rather than the rest of the message)? */
+function aboutToken(err: FcmErrorBody['error']): boolean {
+  for (const d of err?.details ?? []) for (const v of d.fieldViolations ?? []) if (v.field === 'message.token') return true;
+  return /registration token|message\.token/i.test(err?.message ?? '');
+}

@@ -1,0 +1,152 @@
+/**
+ * Validation of the ingestion body (seed 000, "Notification request"). Pure.
+ *
+ * The JSON is read through the one converter (shared/proto-json.ts, strict: unknown fields, wrong
+ * types and unknown enum values are refused naming the field), then held to the rules the contract
+ * cannot express. Required-ness, which the seed leaves open, decided here:
+ *
+ * | field | required | rule |
+ * |---|---|---|
+ * | `event_type` | yes | `<domain>.<action>`: two dot-separated parts of `a-z 0-9 _ -`, each starting with a letter; ≤ 128 |
+ * | `recipient_id` | yes (until segments land) | 1–128 visible ASCII characters; an `audience` is refused with 422 `audience_not_supported` |
+ * | `template_id` | yes | `<name>_v<N>` (notifier/templates/template-id.ts) |
+ * | `template_data` | no (default `{}`) | string values; ≤ 100 keys |
+ * | `priority` | yes | `transactional`, `high`, `normal`, `low`: it picks the queue, so guessing would be wrong |
+ * | `channels` | no | no repeats; absent or empty = the default resolution (push only, until preferences land); `sms` only for `transactional` and `high` (else 422 `sms_not_allowed_for_tier`) |
+ * | `idempotency_key` | no | 1–255 visible ASCII characters; without one a request is never de-duplicated |
+ * | `locale` | no | a locale (`fr`, `fr_CA`, `fr-CA`); overrides the recipient's profile |
+ * | `campaign_id` | no | 1–128 visible ASCII characters |
+ *
+ * 400 (`invalid_field`, naming the field) for a malformed request; 422 for a well-formed one the
+ * service will not take (`audience_not_supported`, `sms_not_allowed_for_tier`).
+ */
+import { createHash } from 'node:crypto';
+import { invalidField, PlatformError } from '../../shared/errors.js';
+import { enumToJson, fromJson } from '../../shared/proto-json.js';
+import { ChannelSchema, NotificationRequestSchema, PrioritySchema } from '../../proto/gen/notify/v1/notify_pb.js';
+import { canonicalLocale } from '../templates/locale.js';
+import { parseTemplateId } from '../templates/template-id.js';
+import { isChannel, isTier, type ChannelName, type Tier } from '../queues/names.js';
+
+/** A validated request, ready to persist. */
+export interface NewNotification {
+  eventType: string;
+  recipientId: string;
+  templateId: string;
+  templateData: Record<string, string>;
+  priority: Tier;
+  /** As requested (possibly empty: resolve at routing). */
+  channels: ChannelName[];
+  idempotencyKey: string | undefined;
+  /** Canonical (`fr_CA`). */
+  locale: string | undefined;
+  campaignId: string | undefined;
+}
+
+const EVENT_TYPE_RE = /^[a-z][a-z0-9_-]*\.[a-z][a-z0-9_-]*$/;
+const VISIBLE_RE = /^[\x21-\x7e]+$/;
+const MAX_TEMPLATE_KEYS = 100;
+
+/** Channels that may carry SMS (seed 000: SMS is for transactional and opt-in critical only, never marketing). */
+export const SMS_TIERS: readonly Tier[] = ['transactional', 'high'];
+
+function visibleId(field: string, value: string, max: number): string {
+  if (value.length === 0) throw invalidField(field, 'must not be empty');
+  if (value.length > max) throw invalidField(field, `must be at most ${max} characters`);
+  if (!VISIBLE_RE.test(value)) throw invalidField(field, 'must be visible ASCII characters without spaces');
+  return value;
+}
+
+/**
+ * Validates a decoded JSON body.
+ * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_supported` | `sms_not_allowed_for_tier` (422)
+ */
+export function validateNotificationRequest(json: unknown): NewNotification {
+  const msg = fromJson(NotificationRequestSchema, json);
+
+  if (msg.eventType === '') throw invalidField('event_type', 'is required');
+  if (msg.eventType.length > 128) throw invalidField('event_type', 'must be at most 128 characters');
+  if (!EVENT_TYPE_RE.test(msg.eventType)) throw invalidField('event_type', 'must be <domain>.<action>, e.g. order.shipped');
+
+  let recipientId: string | undefined;
+  let audience = false;
+  if (msg.target.case === 'recipientId') recipientId = visibleId('recipient_id', msg.target.value, 128);
+  else if (msg.target.case === 'audience') audience = true;
+  else throw invalidField('recipient_id', 'is required (or audience)');
+
+  if (msg.templateId === '') throw invalidField('template_id', 'is required');
+  if (!parseTemplateId(msg.templateId)) throw invalidField('template_id', 'must be <name>_v<N>, e.g. order_shipped_v2');
+
+  const keys = Object.keys(msg.templateData);
+  if (keys.length > MAX_TEMPLATE_KEYS) throw invalidField('template_data', `must have at most ${MAX_TEMPLATE_KEYS} keys`);
+  for (const k of keys) if (k === '') throw invalidField('template_data', 'keys must not be empty');
+
+  const priority = enumToJson(PrioritySchema, msg.priority);
+  if (msg.priority === 0 || priority === undefined || !isTier(priority)) {
+    throw invalidField('priority', 'is required: transactional, high, normal or low');
+  }
+
+  const channels: ChannelName[] = [];
+  msg.channels.forEach((c, i) => {
+    const name = enumToJson(ChannelSchema, c);
+    if (c === 0 || name === undefined || !isChannel(name)) throw invalidField(`channels[${i}]`, 'must be push, in_app, email or sms');
+    if (channels.includes(name)) throw invalidField(`channels[${i}]`, `${name} is listed twice`);
+    channels.push(name);
+  });
+
+  const idempotencyKey = msg.idempotencyKey === '' ? undefined : visibleId('idempotency_key', msg.idempotencyKey, 255);
+
+  let locale: string | undefined;
+  if (msg.locale !== undefined) {
+    locale = canonicalLocale(msg.locale);
+    if (locale === undefined) throw invalidField('locale', 'must be a locale such as fr, fr_CA or fr-CA');
+  }
+  const campaignId = msg.campaignId === undefined ? undefined : visibleId('campaign_id', msg.campaignId, 128);
+
+  // Well-formed; now what this service will not take.
+  if (audience) {
+    throw new PlatformError('audience_not_supported', {
+      field: 'audience',
+      detail: 'audience: segment fan-out is not available yet; send one request per recipient_id',
+    });
+  }
+  if (channels.includes('sms') && !SMS_TIERS.includes(priority)) {
+    throw new PlatformError('sms_not_allowed_for_tier', {
+      field: 'channels',
+      detail: `channels: sms is only for transactional and high notifications, not ${priority}`,
+    });
+  }
+
+  return {
+    eventType: msg.eventType,
+    recipientId: recipientId!,
+    templateId: msg.templateId,
+    templateData: { ...msg.templateData },
+    priority,
+    channels,
+    idempotencyKey,
+    locale,
+    campaignId,
+  };
+}
+
+/**
+ * The fingerprint of a request for idempotency: sha256 of its canonical form (template_data keys
+ * and channels sorted; the idempotency key itself left out), so the same request written with
+ * another key order or whitespace is the same request.
+ */
+export function requestHash(n: NewNotification): string {
+  const data: Record<string, string> = {};
+  for (const k of Object.keys(n.templateData).sort()) data[k] = n.templateData[k]!;
+  const canonical = JSON.stringify([
+    n.eventType,
+    n.recipientId,
+    n.templateId,
+    data,
+    n.priority,
+    [...n.channels].sort(),
+    n.locale ?? null,
+    n.campaignId ?? null,
+  ]);
+  return createHash('sha256').update(canonical).digest('hex');
+}

@@ -1,0 +1,191 @@
+/**
+ * The notifier's metrics (seed 000, "Operational metrics"), on the service's registry.
+ *
+ * Raw series for Prometheus to compute over any window:
+ * - `notification_ingest_total{priority,result}`: ingestion calls (`accepted`, `replayed` for an
+ *   idempotent repeat, `rejected`);
+ * - `send_latency_seconds{tier,channel}`: histogram from acceptance (the 202) to the provider
+ *   accepting the send; p50/p95/p99 come from it (`histogram_quantile`);
+ * - `delivery_outcomes_total{tier,channel,outcome}`: how attempts ended (`sent`, `retry`,
+ *   `failover`, `secondary`, `failed`, `dead_lettered`);
+ * - `provider_calls_total`, `provider_call_duration_seconds` and `circuit_breaker_state`: published
+ *   by the channels themselves (notifier/channels/breaker.ts);
+ * - `dlq_depth{channel}`: dead letters not yet re-driven, read from the database at scrape time.
+ *
+ * And, for dashboards that read /metrics directly, the seed's rates as gauges over a sliding window
+ * kept in process: `notification_ingest_rate` (accepted per second, last minute),
+ * `delivery_success_rate{channel}` (sent / finished attempts, last 5 minutes) and
+ * `provider_error_rate{provider}` (failed calls / calls, last 5 minutes).
+ */
+import type { Clock } from '../shared/clock.js';
+import { Counter, Gauge, Histogram, type Registry } from '../shared/metrics.js';
+import type { Logger } from '../shared/log.js';
+
+export type IngestResult = 'accepted' | 'replayed' | 'rejected';
+export type DeliveryOutcome = 'sent' | 'retry' | 'failover' | 'secondary' | 'failed' | 'dead_lettered';
+
+/** Counts per key in a sliding window of `buckets` slots. Fixed memory per key; time from the clock. */
+export class SlidingCounter {
+  readonly #slotMs: number;
+  readonly #n: number;
+  readonly #clock: Clock;
+  readonly #series = new Map<string, { head: number; counts: Float64Array }>();
+
+  constructor(windowMs: number, buckets: number, clock: Clock) {
+    this.#slotMs = windowMs / buckets;
+    this.#n = buckets;
+    this.#clock = clock;
+  }
+
+  add(key: string, n = 1): void {
+    const s = this.#roll(key);
+    s.counts[s.head % this.#n]! += n;
+  }
+
+  sum(key: string): number {
+    if (!this.#series.has(key)) return 0;
+    const s = this.#roll(key);
+    let total = 0;
+    for (const c of s.counts) total += c;
+    return total;
+  }
+
+  keys(): string[] {
+    return [...this.#series.keys()];
+  }
+
+  #roll(key: string): { head: number; counts: Float64Array } {
+    const slot = Math.floor(this.#clock.now() / this.#slotMs);
+    let s = this.#series.get(key);
+    if (!s) {
+      s = { head: slot, counts: new Float64Array(this.#n) };
+      this.#series.set(key, s);
+      return s;
+    }
+    const steps = slot - s.head;
+    if (steps > 0) {
+      if (steps >= this.#n) s.counts.fill(0);
+      else for (let i = 1; i <= steps; i++) s.counts[(s.head + i) % this.#n] = 0;
+      s.head = slot;
+    }
+    return s;
+  }
+}
+
+export interface NotifierMetrics {
+  ingested(priority: string, result: IngestResult): void;
+  outcome(tier: string, channel: string, outcome: DeliveryOutcome): void;
+  /** A send the provider accepted, `seconds` after the notification was accepted. */
+  sendLatency(tier: string, channel: string, seconds: number): void;
+  /** One provider call's result (for the error rate). */
+  providerCall(provider: string, failed: boolean): void;
+}
+
+export interface MetricsOptions {
+  clock: Clock;
+  /** Dead letters not re-driven, by channel; called at scrape time. */
+  dlqDepth?: () => Promise<Record<string, number>>;
+  log?: Logger;
+}
+
+const RATE_WINDOW_MS = 60_000;
+const SUCCESS_WINDOW_MS = 5 * 60_000;
+
+export function createNotifierMetrics(registry: Registry, opts: MetricsOptions): NotifierMetrics {
+  const ingest = new Counter({
+    name: 'notification_ingest_total',
+    help: 'Ingestion calls, by priority and result (accepted, replayed idempotent repeat, rejected)',
+    labelNames: ['priority', 'result'] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'send_latency_seconds',
+    help: 'From acceptance (the 202) to the provider accepting the send, by tier and channel',
+    labelNames: ['tier', 'channel'] as const,
+    buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400],
+    registers: [registry],
+  });
+  const outcomes = new Counter({
+    name: 'delivery_outcomes_total',
+    help: 'How delivery attempts ended: sent, retry, failover (push to sms), secondary (provider), failed, dead_lettered',
+    labelNames: ['tier', 'channel', 'outcome'] as const,
+    registers: [registry],
+  });
+
+  const accepted = new SlidingCounter(RATE_WINDOW_MS, 12, opts.clock);
+  const finished = new SlidingCounter(SUCCESS_WINDOW_MS, 10, opts.clock);
+  const succeeded = new SlidingCounter(SUCCESS_WINDOW_MS, 10, opts.clock);
+  const calls = new SlidingCounter(SUCCESS_WINDOW_MS, 10, opts.clock);
+  const callErrors = new SlidingCounter(SUCCESS_WINDOW_MS, 10, opts.clock);
+
+  new Gauge({
+    name: 'notification_ingest_rate',
+    help: 'Notifications accepted per second over the last minute (this process)',
+    registers: [registry],
+    collect() {
+      this.set(accepted.sum('all') / (RATE_WINDOW_MS / 1000));
+    },
+  });
+  new Gauge({
+    name: 'delivery_success_rate',
+    help: 'Share of finished delivery attempts that were sent, by channel, over the last 5 minutes (this process)',
+    labelNames: ['channel'] as const,
+    registers: [registry],
+    collect() {
+      for (const channel of finished.keys()) {
+        const n = finished.sum(channel);
+        if (n > 0) this.set({ channel }, succeeded.sum(channel) / n);
+      }
+    },
+  });
+  new Gauge({
+    name: 'provider_error_rate',
+    help: 'Share of provider calls that failed (timeouts, 5xx, throttling, open breaker), by provider, over the last 5 minutes',
+    labelNames: ['provider'] as const,
+    registers: [registry],
+    collect() {
+      for (const provider of calls.keys()) {
+        const n = calls.sum(provider);
+        if (n > 0) this.set({ provider }, callErrors.sum(provider) / n);
+      }
+    },
+  });
+  const dlqDepth = opts.dlqDepth;
+  new Gauge({
+    name: 'dlq_depth',
+    help: 'Dead letters waiting for inspection or re-drive, by channel',
+    labelNames: ['channel'] as const,
+    registers: [registry],
+    async collect() {
+      if (!dlqDepth) return;
+      try {
+        const depth = await dlqDepth();
+        for (const channel of ['push', 'email', 'sms', 'in_app']) this.set({ channel }, depth[channel] ?? 0);
+      } catch (err) {
+        opts.log?.warn({ err }, 'dlq_depth: could not read the dead-letter queue');
+      }
+    },
+  });
+
+  return {
+    ingested(priority, result) {
+      ingest.inc({ priority, result });
+      if (result === 'accepted') accepted.add('all');
+    },
+    outcome(tier, channel, outcome) {
+      outcomes.inc({ tier, channel, outcome });
+      // A retry, failover or switch to the secondary is not the end of the delivery.
+      if (outcome === 'sent' || outcome === 'failed' || outcome === 'dead_lettered') {
+        finished.add(channel);
+        if (outcome === 'sent') succeeded.add(channel);
+      }
+    },
+    sendLatency(tier, channel, seconds) {
+      latency.observe({ tier, channel }, Math.max(0, seconds));
+    },
+    providerCall(provider, failed) {
+      calls.add(provider);
+      if (failed) callErrors.add(provider);
+    },
+  };
+}

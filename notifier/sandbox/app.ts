@@ -1,0 +1,152 @@
+/**
+ * The sandbox provider server: stand-ins for the push, e-mail and SMS providers that speak their
+ * real protocols (FCM HTTP v1 and a Twilio-style REST API on one HTTP port, SMTP on another),
+ * record what they accept, and inject latency, errors, timeouts, lost answers and dead tokens on
+ * request. `npm start` runs it as its own process (main.ts); tests start it in-process with
+ * `startSandbox` on port 0.
+ *
+ * Logs name the channel, provider and delivery id of a message, never its body, address or token.
+ */
+import { ConfigError, type ConfigOf } from '../../shared/config.js';
+import { systemClock, type Clock } from '../../shared/clock.js';
+import { PlatformError } from '../../shared/errors.js';
+import { createLogger, type Logger } from '../../shared/log.js';
+import { createRegistry, type Registry } from '../../shared/metrics.js';
+import type { Started } from '../../shared/main.js';
+import { startHttpService } from '../../shared/service.js';
+import { adminRoutes } from './admin.js';
+import type { sandboxConfig } from './config.js';
+import { SandboxCore, type SandboxCredentials } from './core.js';
+import { emailHooks } from './email.js';
+import { fcmRoutes } from './fcm.js';
+import { FaultTable, parseFaultProfile, seededRandom } from './faults.js';
+import { startSmtpServer } from './smtp-server.js';
+import { MessageStore, type MessageFilter, type SandboxMessage } from './store.js';
+import { twilioRoutes } from './twilio.js';
+
+export interface SandboxOptions {
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** HTTP port (FCM, SMS, /sandbox); default 0, a free port. */
+  port?: number;
+  /** SMTP port; default 0, a free port. */
+  smtpPort?: number;
+  /** Seed of the fault-injection randomness (default 1); ignored when `random` is given. */
+  seed?: number;
+  random?: () => number;
+  clock?: Clock;
+  /** Credentials to require; unset ones accept anything. */
+  credentials?: SandboxCredentials;
+  /** Fault profiles in their JSON form (as POST /sandbox/faults takes them). */
+  faults?: unknown[];
+  /** Accepted messages kept (default 100 000). */
+  maxMessages?: number;
+  log?: Logger;
+  registry?: Registry;
+}
+
+export interface Sandbox {
+  readonly port: number;
+  readonly smtpPort: number;
+  /** `http://host:port`: the base URL for FCM_URL and SMS_URL. */
+  readonly url: string;
+  /** `smtp://host:smtpPort`: SMTP_URL. */
+  readonly smtpUrl: string;
+  readonly core: SandboxCore;
+  /** Accepted messages (the same as GET /sandbox/messages). */
+  messages(filter?: MessageFilter): SandboxMessage[];
+  /** Sets fault profiles (JSON form); throws `invalid_field` naming the bad field. */
+  setFaults(...profiles: unknown[]): void;
+  clearFaults(): void;
+  /** Ends held requests, stops both servers. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> {
+  const host = opts.host ?? '127.0.0.1';
+  const log = opts.log ?? createLogger({ service: 'sandbox', level: 'silent' });
+  const registry = opts.registry ?? createRegistry('sandbox', { defaults: false });
+  const faults = new FaultTable();
+  for (const p of opts.faults ?? []) faults.set(parseFaultProfile(p));
+  const core = new SandboxCore({
+    store: new MessageStore(opts.maxMessages ?? 100_000),
+    faults,
+    random: opts.random ?? seededRandom(opts.seed ?? 1),
+    clock: opts.clock ?? systemClock,
+    log,
+    credentials: opts.credentials ?? {},
+    registry,
+  });
+  const smtp = await startSmtpServer({ host, port: opts.smtpPort ?? 0, hooks: emailHooks(core), log });
+  let http;
+  try {
+    http = await startHttpService({
+      name: 'sandbox',
+      host,
+      port: opts.port ?? 0,
+      log,
+      registry,
+      maxBodyBytes: 1024 * 1024,
+      checks: [],
+      routes: (app, edge) => {
+        adminRoutes(app, edge, core);
+        fcmRoutes(app, edge, core);
+        twilioRoutes(app, edge, core);
+      },
+    });
+  } catch (err) {
+    await smtp.close();
+    throw err;
+  }
+  const shown = host === '0.0.0.0' ? '127.0.0.1' : host;
+  log.info({ port: http.port, smtpPort: smtp.port }, 'sandbox providers listening');
+  return {
+    port: http.port,
+    smtpPort: smtp.port,
+    url: `http://${shown}:${http.port}`,
+    smtpUrl: `smtp://${shown}:${smtp.port}`,
+    core,
+    messages: (filter) => core.store.list(filter),
+    setFaults: (...profiles) => {
+      for (const p of profiles.map(parseFaultProfile)) faults.set(p);
+    },
+    clearFaults: () => faults.clear(),
+    async close(graceMs = 5_000) {
+      core.releaseWaits();
+      await Promise.all([http.close(graceMs), smtp.close()]);
+    },
+  };
+}
+
+/** The sandbox as a service (main.ts): configuration from the environment. */
+export async function startSandboxService(config: ConfigOf<typeof sandboxConfig>, log: Logger): Promise<Started & { port: number }> {
+  const faults = config.SANDBOX_FAULTS ?? [];
+  faults.forEach((p, i) => {
+    try {
+      parseFaultProfile(p);
+    } catch (err) {
+      throw new ConfigError('SANDBOX_FAULTS', `item ${i + 1}: ${err instanceof PlatformError ? (err.detail ?? err.message) : String(err)}`);
+    }
+  });
+  const smtpPort = config.SANDBOX_SMTP_PORT ?? (config.SANDBOX_PORT === 0 ? 0 : config.SANDBOX_PORT + 1);
+  const sandbox = await startSandbox({
+    host: config.HOST,
+    port: config.SANDBOX_PORT,
+    smtpPort,
+    seed: config.SANDBOX_SEED,
+    faults,
+    maxMessages: config.SANDBOX_MAX_MESSAGES,
+    credentials: {
+      fcmAccessToken: config.FCM_ACCESS_TOKEN,
+      smsAccountSid: config.SMS_ACCOUNT_SID,
+      smsAuthToken: config.SMS_AUTH_TOKEN,
+    },
+    log,
+    registry: createRegistry('sandbox'),
+  });
+  return {
+    port: sandbox.port,
+    urls: { 'FCM and SMS (FCM_URL, SMS_URL)': sandbox.url, 'SMTP (SMTP_URL)': sandbox.smtpUrl },
+    close: () => sandbox.close(config.SHUTDOWN_GRACE),
+  };
+}

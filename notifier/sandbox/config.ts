@@ -1,0 +1,17 @@
+/** The environment variables the sandbox reads (documented in shared/env.ts and the README). */
+import { pick } from '../../shared/config.js';
+import { ENV } from '../../shared/env.js';
+
+export const sandboxConfig = pick(ENV, [
+  'LOG_LEVEL',
+  'HOST',
+  'SHUTDOWN_GRACE',
+  'SANDBOX_PORT',
+  'SANDBOX_SMTP_PORT',
+  'SANDBOX_SEED',
+  'SANDBOX_FAULTS',
+  'SANDBOX_MAX_MESSAGES',
+  'FCM_ACCESS_TOKEN',
+  'SMS_ACCOUNT_SID',
+  'SMS_AUTH_TOKEN',
+]);

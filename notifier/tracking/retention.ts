@@ -1,0 +1,44 @@
+/**
+ * Retention (seed 000: delivery logs kept 90 days): a scheduled pg-boss job deletes notifications
+ * older than NOTIFIER_RETENTION with their delivery records and dead letters (ON DELETE CASCADE),
+ * inbox items of the same age, and idempotency records past their time. In batches, so no single
+ * statement holds locks for long.
+ */
+import type { Pool } from '../../shared/db.js';
+
+export interface RetentionResult {
+  notifications: number;
+  inboxItems: number;
+  idempotencyKeys: number;
+}
+
+const BATCH = 5_000;
+
+async function deleteInBatches(pool: Pool, sql: string, params: unknown[]): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const r = await pool.query(sql, [...params, BATCH]);
+    total += r.rowCount ?? 0;
+    if ((r.rowCount ?? 0) < BATCH) return total;
+  }
+}
+
+/** Deletes what is older than `before` (and idempotency records expired by then). */
+export async function runRetention(pool: Pool, before: Date): Promise<RetentionResult> {
+  const notifications = await deleteInBatches(
+    pool,
+    'DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE created_at < $1 LIMIT $2)',
+    [before],
+  );
+  const inboxItems = await deleteInBatches(
+    pool,
+    'DELETE FROM inbox_items WHERE id IN (SELECT id FROM inbox_items WHERE created_at < $1 LIMIT $2)',
+    [before],
+  );
+  const idempotencyKeys = await deleteInBatches(
+    pool,
+    'DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key FROM idempotency_keys WHERE expires_at < now() LIMIT $1)',
+    [],
+  );
+  return { notifications, inboxItems, idempotencyKeys };
+}

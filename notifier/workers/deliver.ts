@@ -1,0 +1,426 @@
+/**
+ * The delivery worker: one job = one attempt of one delivery (one channel, one recipient).
+ *
+ * 1. Claim: a conditional write `queued` → `sending` (delivery-sql.ts). A delivery already `sent`
+ *    or further, failed, or held by another live worker is not sent again; its job is completed.
+ * 2. Render the channel's content in the recipient's locale (the request's, else the profile's).
+ *    A render error dead-letters this delivery and nothing else (`render_failed`); another locale
+ *    is never tried.
+ * 3. Call the provider, the delivery id travelling as its idempotency key (push: one key per
+ *    device token). Push goes to every registered device of the user; tokens the provider calls
+ *    dead are removed from the registry.
+ * 4. Record the outcome and schedule what follows (retry-policy.ts) in one transaction with the
+ *    job's completion: sent, a retry with `startAfter`, failover, the secondary provider, failed,
+ *    or the dead-letter queue.
+ *
+ * The window that remains (seed 000, "Errors"): a worker that dies after the provider accepted a
+ * send but before step 4 commits leaves the delivery `sending`. Its job expires and comes back;
+ * the claim takes over once the lease (twice the send timeout, at most timeout + 5 s) has run out, and then asks the
+ * provider, where it can (`Channel.lookup`: the Twilio-style SMS API), whether it already has a
+ * message under this delivery's key; if so the delivery is recorded `sent` without a second send.
+ * Where the provider cannot be asked (FCM, SMTP) the send is repeated with the same key: a
+ * provider that de-duplicates on it (and the SMTP Message-ID, which mail systems de-duplicate on)
+ * closes the window; one that does not may deliver twice.
+ */
+import { createHash } from 'node:crypto';
+import type { Clock } from '../../shared/clock.js';
+import { withTransaction, type Pool, type PoolClient } from '../../shared/db.js';
+import type { Logger } from '../../shared/log.js';
+import {
+  isProviderFailure,
+  type Channel,
+  type ChannelName,
+  type LookupResult,
+  type OutboundMessage,
+  type SendResult,
+} from '../channels/channel.js';
+import { isRenderError, isTemplateNotFoundError, type Rendered, type RenderRequest } from '../templates/index.js';
+import type { Profile } from '../profiles/index.js';
+import type { NotifierMetrics } from '../metrics.js';
+import { txDb, type Boss, type Job } from '../queues/boss.js';
+import { deliverQueue, type Tier } from '../queues/names.js';
+import { signedPixelUrl, type PixelSigner } from '../tracking/pixel.js';
+import {
+  claimDeliveries,
+  claimDelivery,
+  deliveryState,
+  ensureDelivery,
+  insertDeadLetter,
+  markFailed,
+  markRetry,
+  markSent,
+  releaseClaim,
+  resumeParked,
+  type ClaimedDelivery,
+} from './delivery-sql.js';
+import { SentBatch } from './sent-batch.js';
+import { combineTokenResults, nextStep, retryDelay, type AttemptOutcome, type DeadLetterReason, type TokenResult } from './retry-policy.js';
+
+/** The job payload of every delivery queue. */
+export interface DeliveryJob {
+  delivery_id: string;
+}
+
+/** The primary channel of each kind and the configured secondaries (notifier/channels/index.ts). */
+export interface Channels {
+  readonly primary: Readonly<Partial<Record<ChannelName, Channel>>>;
+  readonly secondary: Readonly<Partial<Record<ChannelName, Channel>>>;
+}
+
+/** What the worker reads about recipients and templates (notifier/profiles, devices, templates). */
+export interface Directory {
+  getProfile(pool: Pool, userId: string): Promise<Profile | undefined>;
+  listDeviceTokens(pool: Pool, userId: string): Promise<string[]>;
+  removeDeviceToken(pool: Pool, userId: string, token: string): Promise<void>;
+  renderTemplate(pool: Pool, req: RenderRequest): Promise<Rendered>;
+}
+
+export interface DeliveryWorkerOptions {
+  pool: Pool;
+  boss: Boss;
+  channels: Channels;
+  directory: Directory;
+  metrics: NotifierMetrics;
+  clock: Clock;
+  log: Logger;
+  /** Delays before retries 1, 2, … (NOTIFIER_RETRY_SCHEDULE). */
+  retryScheduleMs: readonly number[];
+  /** Deadline of one provider call (NOTIFIER_SEND_TIMEOUT). */
+  sendTimeoutMs: number;
+  /** Signs the e-mail open pixel's URL. */
+  pixel: PixelSigner;
+  /** Called after a commit that put work on `queue` due now. */
+  wake: (queue: string) => void;
+}
+
+/**
+ * How long a `sending` claim is honoured before it counts as a crashed worker's: the send timeout
+ * (a provider call never outlives it) plus as much again, at most 5 s, for the database writes.
+ */
+export function leaseMs(sendTimeoutMs: number): number {
+  return sendTimeoutMs + Math.min(5_000, sendTimeoutMs);
+}
+
+/** How long a `sent` record waits for others to share its commit, and the most in one. */
+const SENT_BATCH_DELAY_MS = 5;
+const SENT_BATCH_MAX = 100;
+
+/**
+ * The finishing writes of an attempt, run in one transaction with the job's completion; a
+ * `sent` one is batched with others (sent-batch.ts).
+ */
+type Finish = ((client: PoolClient) => Promise<string[]>) & { sent?: (queue: string, jobId: string) => Promise<void> };
+
+export class DeliveryWorker {
+  readonly #o: DeliveryWorkerOptions;
+  readonly #leaseMs: number;
+  readonly #sent: SentBatch;
+
+  constructor(opts: DeliveryWorkerOptions) {
+    this.#o = opts;
+    this.#sent = new SentBatch({ pool: opts.pool, boss: opts.boss, maxDelayMs: SENT_BATCH_DELAY_MS, maxItems: SENT_BATCH_MAX });
+    this.#leaseMs = leaseMs(opts.sendTimeoutMs);
+  }
+
+  /** Handles one job of `queue`; completes it unless it throws (then pg-boss retries it). */
+  /** Claims the deliveries of a fetched batch in one statement (see {@link handle}). */
+  async claim(jobs: readonly Job<DeliveryJob>[]): Promise<Map<string, ClaimedDelivery>> {
+    return claimDeliveries(
+      this.#o.pool,
+      jobs.map((j) => j.data.delivery_id),
+      this.#leaseMs,
+    );
+  }
+
+  /**
+   * Handles one job of `queue`; completes it unless it throws (then pg-boss retries it). `claimed`
+   * is the result of {@link claim} for its batch; without it the job claims for itself.
+   */
+  async handle(queue: string, job: Job<DeliveryJob>, claimed?: Map<string, ClaimedDelivery>): Promise<void> {
+    const o = this.#o;
+    const id = job.data.delivery_id;
+    // A delivery with two jobs in one batch is attempted by the first only.
+    const d = claimed ? takeOnce(claimed, id) : await claimDelivery(o.pool, id, this.#leaseMs);
+    if (!d) {
+      await this.#notClaimed(queue, job, id);
+      return;
+    }
+    let finish: Finish;
+    try {
+      finish = await this.#attempt(d);
+    } catch (err) {
+      // Nothing reached a provider (an unexpected failure before the call): undo the claim so the
+      // retried job can take it at once instead of waiting out the lease.
+      await releaseClaim(o.pool, d.id).catch(() => {});
+      throw err;
+    }
+    if (finish.sent) {
+      // Most attempts end here: recorded with others in one transaction with their jobs.
+      await finish.sent(queue, job.id);
+      return;
+    }
+    const wake = await withTransaction(o.pool, async (client) => {
+      const queues = await finish(client);
+      await o.boss.complete(queue, job.id, {}, { db: txDb(client) });
+      return queues;
+    });
+    for (const q of wake) o.wake(q);
+  }
+
+  /** The claim found nothing to do: finish the job, or come back when a live claim's lease ends. */
+  async #notClaimed(queue: string, job: Job<DeliveryJob>, id: string): Promise<void> {
+    const o = this.#o;
+    const state = await deliveryState(o.pool, id, this.#leaseMs);
+    await withTransaction(o.pool, async (client) => {
+      if (state?.status === 'sending') {
+        // Another worker holds it (or died holding it): look again once its lease has run out.
+        const [channel, tier] = parseDeliverQueue(queue);
+        await this.#enqueue(client, channel, tier, id, state.leaseLeftMs + 100);
+      }
+      await o.boss.complete(queue, job.id, {}, { db: txDb(client) });
+    });
+  }
+
+  /** Renders and sends; returns the writes that record the outcome. */
+  async #attempt(d: ClaimedDelivery): Promise<Finish> {
+    const o = this.#o;
+    const primary = o.channels.primary[d.channel];
+    const channel = d.use_secondary ? (o.channels.secondary[d.channel] ?? primary) : primary;
+    if (!channel) {
+      return this.#decide(d, { kind: 'permanent', reason: 'provider_rejected', detail: `no ${d.channel} channel is configured` }, 'none');
+    }
+
+    // A claim that took over a crashed worker's send: ask the provider before sending again.
+    // While the provider cannot be asked, the delivery stays `sending` (so the next attempt asks
+    // again) for as long as the retry schedule lasts; after that it is sent again, as on a
+    // provider without lookups.
+    if (d.previous_status === 'sending' && channel.lookup && d.attempts <= o.retryScheduleMs.length + 1) {
+      const found = await channel.lookup(d.id).catch((): LookupResult => ({ state: 'unknown', reason: 'provider_error' }));
+      if (found.state === 'found') {
+        o.log.info({ delivery: d.id, provider: channel.provider }, 'reconciled: the provider already had this send');
+        return this.#decide(d, { kind: 'sent', providerMessageId: found.providerMessageId }, channel.provider);
+      }
+      if (found.state === 'unknown') return this.#lookupLater(d, found.reason);
+    }
+
+    const profile = await o.directory.getProfile(o.pool, d.recipient_id);
+    let rendered: Rendered;
+    try {
+      rendered = await o.directory.renderTemplate(o.pool, {
+        templateId: d.template_id,
+        locale: d.locale ?? profile?.locale,
+        channel: d.channel,
+        data: d.template_data,
+      });
+    } catch (err) {
+      if (isRenderError(err)) return this.#deadLetter(d, 'render_failed', `${err.reason}: ${err.detail ?? err.message}`);
+      if (isTemplateNotFoundError(err)) return this.#deadLetter(d, 'unknown_template', err.detail ?? err.message);
+      throw err;
+    }
+
+    const msg: OutboundMessage = {
+      to: '',
+      recipientId: d.recipient_id,
+      notificationId: d.notification_id,
+      templateId: d.template_id,
+      locale: rendered.locale,
+      tier: d.priority,
+      body: rendered.body,
+    };
+    if (rendered.title !== undefined) msg.title = rendered.title;
+    if (rendered.subject !== undefined) msg.subject = rendered.subject;
+    if (rendered.text !== undefined) msg.text = rendered.text;
+    if (rendered.html !== undefined) msg.html = rendered.html;
+    if (d.channel === 'push' || d.channel === 'in_app') {
+      msg.data = { notification_id: d.notification_id, delivery_id: d.id, event_type: d.event_type };
+    }
+    if (d.channel === 'email' && msg.html !== undefined) msg.html = withPixel(msg.html, signedPixelUrl(o.pixel, d.id));
+
+    const deadlineMs = o.sendTimeoutMs;
+    const call = async (to: string, idempotencyKey: string): Promise<SendResult> => {
+      const r = await channel.send({ ...msg, to }, { deliveryId: d.id, idempotencyKey, deadlineMs });
+      o.metrics.providerCall(channel.provider, isProviderFailure(r));
+      return r;
+    };
+
+    let outcome: AttemptOutcome;
+    switch (d.channel) {
+      case 'push': {
+        const tokens = await o.directory.listDeviceTokens(o.pool, d.recipient_id);
+        const results = (await Promise.all(tokens.map((t) => call(t, `${d.id}:${tokenHash(t)}`)))) as TokenResult[];
+        const combined = combineTokenResults(results);
+        for (const token of combined.deadTokens) {
+          await o.directory.removeDeviceToken(o.pool, d.recipient_id, token).catch((err: unknown) => {
+            o.log.warn({ err, delivery: d.id }, 'could not remove a dead device token');
+          });
+        }
+        outcome = combined.outcome;
+        break;
+      }
+      case 'email':
+      case 'sms': {
+        const to = d.channel === 'email' ? profile?.email : profile?.phone;
+        if (!to) {
+          outcome = {
+            kind: 'permanent',
+            reason: 'missing_address',
+            detail: `the user has no ${d.channel === 'email' ? 'e-mail address' : 'phone number'}`,
+          };
+          break;
+        }
+        outcome = toOutcome(await call(to, d.id));
+        break;
+      }
+      case 'in_app':
+        outcome = toOutcome(await call(d.recipient_id, d.id));
+        break;
+    }
+    return this.#decide(d, outcome, channel.provider);
+  }
+
+  /** Turns an attempt's outcome into the writes that record it and schedule what follows. */
+  #decide(d: ClaimedDelivery, outcome: AttemptOutcome, provider: string): Finish {
+    const o = this.#o;
+    const step = nextStep(outcome, {
+      tier: d.priority,
+      channel: d.channel,
+      attempts: d.attempts,
+      scheduleMs: o.retryScheduleMs,
+      usedSecondary: d.use_secondary,
+      hasSecondary: o.channels.secondary[d.channel] !== undefined,
+      failedOver: d.failed_over_to !== null,
+      smsAvailable: o.channels.primary.sms !== undefined,
+    });
+    const detail = outcome.kind === 'sent' ? '' : outcome.detail ? `${outcome.reason}: ${outcome.detail}` : outcome.reason;
+    switch (step.do) {
+      case 'sent': {
+        const counted = (moved: boolean): void => {
+          if (!moved) return;
+          o.metrics.outcome(d.priority, d.channel, 'sent');
+          o.metrics.sendLatency(d.priority, d.channel, (o.clock.now() - d.accepted_at_ms) / 1000);
+        };
+        return Object.assign(async (client: PoolClient) => (counted(await markSent(client, d.id, provider, step.providerMessageId)), []), {
+          sent: async (queue: string, jobId: string) =>
+            counted(await this.#sent.add({ deliveryId: d.id, provider, providerMessageId: step.providerMessageId, queue, jobId })),
+        });
+      }
+      case 'retry':
+        return async (client) => {
+          if (!(await markRetry(client, d.id, step.delayMs, detail))) return [];
+          o.metrics.outcome(d.priority, d.channel, 'retry');
+          return this.#enqueue(client, d.channel, d.priority, d.id, step.delayMs);
+        };
+      case 'secondary':
+        return async (client) => {
+          if (!(await markRetry(client, d.id, 0, detail, true))) return [];
+          o.metrics.outcome(d.priority, d.channel, 'secondary');
+          return this.#enqueue(client, d.channel, d.priority, d.id, 0);
+        };
+      case 'failover_sms':
+        return async (client) => {
+          const sms = await ensureDelivery(client, {
+            notificationId: d.notification_id,
+            channel: 'sms',
+            recipientId: d.recipient_id,
+            priority: d.priority,
+            templateId: d.template_id,
+          });
+          if (!(await markFailed(client, d.id, 'failed', `failed_over_to_sms: ${detail}`, sms.id))) return [];
+          o.metrics.outcome(d.priority, d.channel, 'failover');
+          const wake: string[] = [];
+          if (sms.created) wake.push(...(await this.#enqueue(client, 'sms', d.priority, sms.id, 0)));
+          // The SMS already failed: this push keeps its own retries.
+          else if (sms.status === 'failed' || sms.status === 'dead_lettered') wake.push(...(await this.#resume(client, sms.id)));
+          return wake;
+        };
+      case 'fail':
+        return async (client) => {
+          if (!(await markFailed(client, d.id, 'failed', detail))) return [];
+          o.metrics.outcome(d.priority, d.channel, 'failed');
+          return this.#resume(client, d.id);
+        };
+      case 'dead_letter':
+        return this.#deadLetter(d, step.reason, detail);
+    }
+  }
+
+  /** Leaves the delivery `sending` with its lease already spent and comes back on the retry schedule to ask again. */
+  #lookupLater(d: ClaimedDelivery, reason: string): Finish {
+    return async (client) => {
+      const r = await client.query(
+        `UPDATE deliveries SET sending_since = now() - make_interval(secs => $2::double precision / 1000), last_error = $3, updated_at = now()
+          WHERE id = $1 AND status = 'sending'`,
+        [d.id, this.#leaseMs + 1000, `reconciliation_pending: ${reason}`],
+      );
+      if ((r.rowCount ?? 0) === 0) return [];
+      this.#o.metrics.outcome(d.priority, d.channel, 'retry');
+      return this.#enqueue(client, d.channel, d.priority, d.id, retryDelay(this.#o.retryScheduleMs, d.attempts));
+    };
+  }
+
+  #deadLetter(d: ClaimedDelivery, reason: DeadLetterReason, detail: string): Finish {
+    const o = this.#o;
+    return async (client) => {
+      if (!(await markFailed(client, d.id, 'dead_lettered', `${reason}: ${detail}`))) return [];
+      await insertDeadLetter(client, { deliveryId: d.id, channel: d.channel, priority: d.priority, reason, detail, attempts: d.attempts });
+      o.metrics.outcome(d.priority, d.channel, 'dead_lettered');
+      o.log.warn({ delivery: d.id, channel: d.channel, reason }, 'delivery dead-lettered');
+      return this.#resume(client, d.id);
+    };
+  }
+
+  /** Deliveries parked behind `failoverId` (which has now failed) go back to their own retries. */
+  async #resume(client: PoolClient, failoverId: string): Promise<string[]> {
+    const wake: string[] = [];
+    for (const p of await resumeParked(client, failoverId)) {
+      wake.push(...(await this.#enqueue(client, p.channel, p.priority, p.id, retryDelay(this.#o.retryScheduleMs, p.attempts))));
+    }
+    return wake;
+  }
+
+  /** Puts an attempt of `deliveryId` on its queue after `delayMs`; returns the queue to wake when due now. */
+  async #enqueue(client: PoolClient, channel: ChannelName, tier: Tier, deliveryId: string, delayMs: number): Promise<string[]> {
+    const queue = deliverQueue(channel, tier);
+    const job: DeliveryJob = { delivery_id: deliveryId };
+    await this.#o.boss.send(queue, job, { db: txDb(client), startAfter: delayMs > 0 ? delayMs / 1000 : undefined });
+    return delayMs > 0 ? [] : [queue];
+  }
+}
+
+function takeOnce<K, V>(m: Map<K, V>, k: K): V | undefined {
+  const v = m.get(k);
+  m.delete(k);
+  return v;
+}
+
+/** A single-address send result as an attempt outcome. */
+function toOutcome(r: SendResult): AttemptOutcome {
+  if (r.ok) return { kind: 'sent', providerMessageId: r.providerMessageId };
+  if (r.kind === 'invalid_token') return { kind: 'permanent', reason: 'invalid_recipient', detail: r.detail };
+  if (r.kind === 'retry') {
+    const o: AttemptOutcome = { kind: 'retry', reason: r.reason };
+    if (r.retryAfterMs !== undefined) o.retryAfterMs = r.retryAfterMs;
+    if (r.detail !== undefined) o.detail = r.detail;
+    return o;
+  }
+  return { kind: 'permanent', reason: r.reason, detail: r.detail };
+}
+
+/** A short, stable hash of a device token: the per-token part of a push send's idempotency key. */
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('base64url').slice(0, 16);
+}
+
+/** The open pixel, inside the body when there is one. */
+export function withPixel(html: string, pixelUrl: string): string {
+  const img = `<img src="${pixelUrl}" width="1" height="1" alt="" style="display:none">`;
+  const i = html.toLowerCase().lastIndexOf('</body>');
+  return i < 0 ? html + img : html.slice(0, i) + img + html.slice(i);
+}
+
+/** [channel, tier] of a delivery queue name. */
+export function parseDeliverQueue(queue: string): [ChannelName, Tier] {
+  const m = /^notify-deliver-(push|email|sms|in_app)-(transactional|high|normal|low)$/.exec(queue);
+  if (!m) throw new Error(`not a delivery queue: ${queue}`);
+  return [m[1] as ChannelName, m[2] as Tier];
+}
