@@ -7,15 +7,24 @@
  */
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { ConfigOf } from '../shared/config.js';
-import { createVerifier } from '../shared/jwt/index.js';
+import { createVerifier, type Verifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
 import { createRegistry } from '../shared/metrics.js';
 import { startPgService, type PgService } from '../shared/pg-service.js';
 import type { Started } from '../shared/main.js';
+import { registerAccountRoutes } from './accounts/routes.js';
 import type { identityConfig } from './config.js';
 import type { CardTokenizer } from './domain/card.js';
 import { createIdentityEvents, type IdentityEvents } from './events/identity-events.js';
-import { oauthSettings, registerOAuthRoutes, signingKeysCheck, startOAuth, type OAuthDeps, type RunningOAuth } from './oauth/index.js';
+import {
+  oauthRuntime,
+  oauthSettings,
+  registerOAuthRoutes,
+  signingKeysCheck,
+  startOAuth,
+  type OAuthDeps,
+  type RunningOAuth,
+} from './oauth/index.js';
 
 export interface IdentityDeps {
   /** Default: the system clock. */
@@ -33,17 +42,23 @@ export interface Identity extends Started {
 export async function startIdentity(config: ConfigOf<typeof identityConfig>, log: Logger, deps: IdentityDeps = {}): Promise<Identity> {
   const clock = deps.clock ?? systemClock;
   const registry = createRegistry('identity');
-  // Until identity publishes its own keys, its resource endpoints verify against IDENTITY_JWKS_URL.
-  const verifier = createVerifier({
+  const oauth: OAuthDeps = { settings: oauthSettings(config), log, registry };
+  // With IDENTITY_JWKS_URL, identity's resource endpoints verify against that key set. Without it,
+  // against its own key ring, in process: fetching its own JWKS over HTTP fails while it is still
+  // starting, and the verifier would then wait out its refetch cooldown before trying again.
+  let pool: PgService['pool'] | undefined;
+  const remote = createVerifier({
     issuer: config.JWT_ISSUER,
     audience: config.JWT_AUDIENCE,
-    jwksUrl: config.IDENTITY_JWKS_URL ?? `${config.JWT_ISSUER}/.well-known/jwks.json`,
+    ...(config.IDENTITY_JWKS_URL ? { jwksUrl: config.IDENTITY_JWKS_URL } : { keys: { keys: [] } }),
     clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
     clock,
     log,
   });
+  const verifier: Verifier = config.IDENTITY_JWKS_URL
+    ? remote
+    : { ...remote, verifyAccessToken: async (token) => (await oauthRuntime(pool!, oauth).verifier.verify(token)).claims };
   let events: IdentityEvents | undefined;
-  const oauth: OAuthDeps = { settings: oauthSettings(config), log, registry };
   let svc: PgService;
   try {
     svc = await startPgService({
@@ -60,7 +75,8 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
         { name: 'projections', check: () => events?.check.check() ?? Promise.reject(new Error('starting')) },
         signingKeysCheck(oauth),
       ],
-      routes: (app, edge, pool) => {
+      routes: (app, edge, servicePool) => {
+        pool = servicePool;
         events = createIdentityEvents(
           {
             databaseUrl: config.DATABASE_URL!,
@@ -72,10 +88,23 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
             warehouseWindowMs: config.IDENTITY_WAREHOUSE_WINDOW,
             selfDeleteMaxTotal: config.IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL,
           },
-          { pool, registry, log, clock, verifier, tokenizeCard: deps.tokenizeCard },
+          { pool: servicePool, registry, log, clock, verifier, tokenizeCard: deps.tokenizeCard },
         );
         events.routes(app, edge);
-        registerOAuthRoutes(app, edge, pool, oauth);
+        registerOAuthRoutes(app, edge, servicePool, oauth);
+        registerAccountRoutes(app, edge, servicePool, {
+          users: events.users,
+          store: events.store,
+          oauth,
+          limits: {
+            perAccount: config.IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT,
+            perIp: config.IDENTITY_LOGIN_MAX_FAILURES_PER_IP,
+            windowMs: config.IDENTITY_LOGIN_FAILURE_WINDOW,
+          },
+          serviceSecret: config.SERVICE_SECRET,
+          clock,
+          log,
+        });
       },
     });
   } catch (err) {

@@ -25,4 +25,9 @@ export const identityConfig = pick(ENV, [
   'IDENTITY_PROJECTION_MAX_ATTEMPTS',
   'IDENTITY_WAREHOUSE_WINDOW',
   'IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL',
+  // accounts: signup, login throttling (issue 6); SERVICE_SECRET to trust the sidecar's X-Forwarded-For
+  'SERVICE_SECRET',
+  'IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT',
+  'IDENTITY_LOGIN_MAX_FAILURES_PER_IP',
+  'IDENTITY_LOGIN_FAILURE_WINDOW',
 ]);

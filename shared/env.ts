@@ -950,6 +950,31 @@ export const ENV = {
     description: 'A customer may delete their own order (delete_own_order) only while it is placed and its total is below this amount',
     parse: num(0, 1_000_000_000),
   }),
+  // ── identity: accounts (signup, /auth/login throttling; issue 6) ──────────
+  IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT: v({
+    default: '5',
+    services: ['identity'],
+    description:
+      'Failed sign-ins to one email address (known or not) within IDENTITY_LOGIN_FAILURE_WINDOW before /auth/login answers 429 login_throttled for it',
+    parse: int(1, 1_000_000),
+  }),
+  IDENTITY_LOGIN_MAX_FAILURES_PER_IP: v({
+    default: '20',
+    services: ['identity'],
+    description:
+      'Failed sign-ins from one client address within IDENTITY_LOGIN_FAILURE_WINDOW before /auth/login answers 429 login_throttled for it',
+    parse: int(1, 1_000_000),
+  }),
+  IDENTITY_LOGIN_FAILURE_WINDOW: v({
+    default: '15m',
+    services: ['identity'],
+    description: 'The window the failed sign-ins are counted in (kept in Postgres, so every identity replica sees the same counts)',
+    parse: (raw) => {
+      const ms = duration(raw);
+      if (ms < 1000 || ms > 86_400_000) throw new Error('must be between 1s and 24h');
+      return ms;
+    },
+  }),
   // ── test harness (npm test) ───────────────────────────────────────────────
   TEST_REDIS_CLUSTER_NODES: v({
     default: undefined,

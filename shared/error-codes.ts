@@ -49,6 +49,9 @@ export const ERROR_CODES = {
   order_not_found: { status: 404, title: 'No such order' },
   order_already_exists: { status: 409, title: 'An order with this id already exists' },
   invalid_order_transition: { status: 409, title: "The order's status does not allow this command" },
+  // ── identity: accounts (issue 6) ──────────────────────────────────────────
+  invalid_credentials: { status: 401, title: 'The email or password is wrong' },
+  login_throttled: { status: 429, title: 'Too many failed sign-ins; try again later' },
   // ── notifier: templates, profiles, devices ─────────────────────────────────
   unknown_template: { status: 422, title: 'The template does not exist' },
   template_render_failed: { status: 422, title: 'The template could not be rendered with this data' },

@@ -114,7 +114,16 @@ export function createIdentityEvents(config: IdentityEventsConfig, deps: Identit
       },
     },
     routes(app, edge) {
-      registerOrderRoutes(app, edge, { orders, readModels, auth, log, tokenizeCard: deps.tokenizeCard });
+      registerOrderRoutes(app, edge, {
+        orders,
+        readModels,
+        auth,
+        log,
+        pool,
+        clock,
+        policy: { selfDeleteMaxTotal: config.selfDeleteMaxTotal },
+        tokenizeCard: deps.tokenizeCard,
+      });
       registerProjectionAdminRoutes(app, edge, { runner: live, auth, pool, store, projectors: live.projectors, clock, log, metrics });
     },
     async start() {

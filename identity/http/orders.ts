@@ -1,18 +1,23 @@
 /**
  * The orders API on the identity service. Every route needs a bearer access token; roles and
- * ownership follow seed 002 (customer: own orders; support: read any, refund; admin: read any,
- * modify, delete).
+ * ownership follow seed 002 through identity/authz/permissions.ts (customer: own orders; support:
+ * read any, refund; admin: read any, modify, delete). Another customer's order or list is 404, not
+ * 403. A read through read_any_order (support, admin) needs `?reason=` and writes one audit record
+ * in the same transaction (identity/authz/audit.ts), successful or not.
  *
  * | route | does |
  * |---|---|
  * | `POST /checkout` | places an order for the caller: OrderPlaced, PaymentProcessed, InventoryReserved (201) |
  * | `GET /order/{id}` | the order from the read model (possibly stale); `?consistent=true` from the write model |
- * | `GET /orders` | the caller's orders (read model); support and admin name a customer with `?user_id=` |
+ * | `GET /orders` | the caller's orders (read model); `?user_id=` names the customer (support and admin must) |
  * | `GET /orders/{id}/payment-method` | the card as its last four digits only |
- * | `POST /order/{id}/cancel` | OrderCancelled (its customer or an admin) |
- * | `POST /order/{id}/refund` | OrderRefunded (support) |
- * | `POST /order/{id}/modify` | OrderModified (admin) |
- * | `DELETE /order/{id}` | OrderDeleted (admin; its customer while placed and below the configured total) |
+ * | `POST /orders/{id}/cancel` | OrderCancelled (cancel_own_order; modify_any_order) |
+ * | `POST /orders/{id}/refund` | OrderRefunded (refund_order) |
+ * | `PATCH /orders/{id}` | OrderModified (modify_any_order) |
+ * | `DELETE /orders/{id}` | OrderDeleted (delete_any_order; delete_own_order while placed and below the configured total) |
+ *
+ * `POST /order/{id}/cancel`, `/order/{id}/refund`, `/order/{id}/modify` and `DELETE /order/{id}`
+ * are the earlier paths of the same commands, kept as aliases.
  *
  * Staleness: `GET /order/{id}` and `GET /orders` read the projected `order_search` model, which
  * lags the event log by the projection lag (milliseconds when healthy; see
@@ -26,19 +31,21 @@
  * tokenised at once and dropped); only the token (in the event store) and the last four digits (in
  * answers) are ever kept, and no response or log line carries a card number.
  */
+import type pg from 'pg';
+import type { Clock } from '../../shared/clock.js';
 import type { Logger } from '../../shared/log.js';
-import { hashSubject } from '../../shared/log.js';
-import { PlatformError } from '../../shared/errors.js';
+import { invalidField, PlatformError } from '../../shared/errors.js';
 import { jsonBody, route, type EdgeOptions, type Reply, type RequestContext } from '../../shared/http.js';
 import type { TemplatedApp } from '../../shared/uws.js';
-import { canReadAnyOrder, type Actor } from '../domain/actor.js';
+import { auditedRead } from '../authz/audit.js';
+import { authorizeList, authorizeOrder, hasPermission, type AuthzPolicy, type Decision, type OrderAction } from '../authz/permissions.js';
 import { randomCardToken, type CardTokenizer } from '../domain/card.js';
 import { NotPermitted, OrderNotFound } from '../domain/errors.js';
 import type { OrderState } from '../domain/order.js';
 import type { Orders } from '../domain/orders.js';
 import { isValidId } from '../domain/user.js';
 import type { Loaded } from '../events/aggregate-repository.js';
-import type { ReadModels } from '../events/read-models.js';
+import { ReadModels } from '../events/read-models.js';
 import type { BearerAuth, Caller } from './orders-auth.js';
 import { parseCancel, parseCheckout, parseFlag, parseIfMatch, parseLimit, parseModify, parseReason, parseRefund } from './orders-input.js';
 
@@ -47,6 +54,10 @@ export interface OrdersHttpDeps {
   readModels: ReadModels;
   auth: BearerAuth;
   log: Logger;
+  /** For reads through read_any_order, which run in a transaction with their audit record. */
+  pool: pg.Pool;
+  clock: Clock;
+  policy: AuthzPolicy;
   /** Default: random opaque tokens (no payment provider is wired in yet). */
   tokenizeCard?: CardTokenizer;
 }
@@ -84,14 +95,37 @@ export function registerOrderRoutes(app: TemplatedApp, edge: EdgeOptions, deps: 
     body: orderView(loaded),
     headers: { etag: etag(loaded.version), 'x-consistency': 'strong', ...extra },
   });
-  /** Reads of any order by support are audit-logged (seed 002); admins' too, for the same reason. */
-  const audit = (actor: Actor, id: string, what: string): void => {
-    if (actor.role !== 'customer')
-      deps.log.info({ audit: what, actor: hashSubject(actor.id), role: actor.role, order_id: id }, 'order accessed by staff');
+  const enforce = (decision: Decision, id: string): void => {
+    if (decision.allow) return;
+    if (decision.status === 404) throw new OrderNotFound(id);
+    throw new NotPermitted(decision.detail);
   };
-  const readable = (actor: Actor): void => {
-    if (actor.role !== 'customer' && !canReadAnyOrder(actor))
-      throw new NotPermitted('reading orders needs read_own_order or read_any_order');
+  const check = (action: OrderAction, caller: Caller, state: OrderState): void =>
+    enforce(
+      authorizeOrder(action, caller.actor, { customerId: state.customerId, status: state.status, total: state.total }, deps.policy),
+      state.orderId,
+    );
+  /** The load of the write model, on `client` when inside an audited read. */
+  const load = async (id: string, client?: pg.PoolClient): Promise<Loaded<OrderState>> => {
+    const loaded = await deps.orders.repo.load(id, client ? { client } : {});
+    if (!loaded.state.exists || loaded.state.deleted) throw new OrderNotFound(id);
+    return loaded;
+  };
+  /**
+   * A read: a caller holding read_any_order must give `?reason=`, and the read runs in one
+   * transaction with its audit record; anyone else reads straight from the pool.
+   */
+  const read = async <T>(
+    ctx: RequestContext,
+    caller: Caller,
+    action: string,
+    subject: string,
+    fn: (client?: pg.PoolClient) => Promise<T>,
+  ): Promise<T> => {
+    if (!hasPermission(caller.actor.role, 'read_any_order')) return fn();
+    const reason = (ctx.query.get('reason') ?? '').trim();
+    if (reason === '' || reason.length > 500) throw invalidField('reason', 'a read of any order needs a reason of 1 to 500 characters');
+    return auditedRead(deps.pool, { clock: deps.clock, log: deps.log }, { actor: caller.actor, action, subject, reason }, fn);
   };
 
   route(
@@ -121,19 +155,24 @@ export function registerOrderRoutes(app: TemplatedApp, edge: EdgeOptions, deps: 
     '/order/:id',
     async (ctx) => {
       const caller = await deps.auth.authenticate(ctx);
-      readable(caller.actor);
       const id = orderId(ctx);
       const consistent = parseFlag(ctx.query, 'consistent');
-      if (consistent) {
-        const loaded = await deps.orders.get(id);
-        if (caller.actor.role === 'customer' && loaded.state.customerId !== caller.actor.id) throw new OrderNotFound(id);
-        audit(caller.actor, id, 'order_read');
-        return written(200, loaded);
-      }
-      const doc = await deps.readModels.order(id);
-      if (!doc || (caller.actor.role === 'customer' && doc.customer_id !== caller.actor.id)) throw new OrderNotFound(id);
-      audit(caller.actor, id, 'order_read');
-      return { body: doc, headers: { 'x-consistency': 'eventual' } };
+      return read(ctx, caller, 'order_read', `order:${id}`, async (client) => {
+        if (consistent) {
+          const loaded = await load(id, client);
+          check('read', caller, loaded.state);
+          return written(200, loaded);
+        }
+        // ReadModels only calls query(), which a PoolClient has too: the audited read shares the transaction.
+        const models = client ? new ReadModels(client as unknown as pg.Pool) : deps.readModels;
+        const doc = await models.order(id);
+        if (!doc) throw new OrderNotFound(id);
+        enforce(
+          authorizeOrder('read', caller.actor, { customerId: doc.customer_id, status: doc.status, total: doc.total }, deps.policy),
+          id,
+        );
+        return { body: doc, headers: { 'x-consistency': 'eventual' } };
+      });
     },
     edge,
   );
@@ -144,23 +183,23 @@ export function registerOrderRoutes(app: TemplatedApp, edge: EdgeOptions, deps: 
     '/orders',
     async (ctx) => {
       const caller = await deps.auth.authenticate(ctx);
-      readable(caller.actor);
       const requested = ctx.query.get('user_id') ?? undefined;
-      let customer: string;
-      if (caller.actor.role === 'customer') {
-        if (requested !== undefined && requested !== caller.actor.id) throw new NotPermitted('a customer may list only their own orders');
-        customer = caller.actor.id;
-      } else {
-        if (requested === undefined || !isValidId(requested))
-          throw new PlatformError('invalid_field', { field: 'user_id', detail: 'user_id: is required' });
-        customer = requested;
-        audit(caller.actor, `customer:${hashSubject(customer)}`, 'orders_listed');
-      }
-      const docs = await deps.readModels.ordersOf(customer, parseLimit(ctx.query));
-      return {
-        body: docs.map((d) => ({ order_id: d.order_id, total: d.total, status: d.status })),
-        headers: { 'x-consistency': 'eventual' },
-      };
+      if (requested === undefined && hasPermission(caller.actor.role, 'read_any_order'))
+        throw new PlatformError('invalid_field', { field: 'user_id', detail: 'user_id: is required' });
+      const customer = requested ?? caller.actor.id;
+      const decision = authorizeList(caller.actor, customer);
+      // Another customer's list is 404, as their order would be: existence is not revealed.
+      if (!decision.allow) throw new PlatformError('not_found', { detail: 'no such customer' });
+      if (!isValidId(customer)) throw invalidField('user_id', 'is not a valid user id');
+      const limit = parseLimit(ctx.query);
+      return read(ctx, caller, 'orders_listed', `customer:${customer}`, async (client) => {
+        const models = client ? new ReadModels(client as unknown as pg.Pool) : deps.readModels;
+        const docs = await models.ordersOf(customer, limit);
+        return {
+          body: docs.map((d) => ({ order_id: d.order_id, total: d.total, status: d.status })),
+          headers: { 'x-consistency': 'eventual' },
+        };
+      });
     },
     edge,
   );
@@ -171,45 +210,51 @@ export function registerOrderRoutes(app: TemplatedApp, edge: EdgeOptions, deps: 
     '/orders/:id/payment-method',
     async (ctx) => {
       const caller = await deps.auth.authenticate(ctx);
-      readable(caller.actor);
       const id = orderId(ctx);
-      const loaded = await deps.orders.get(id);
-      if (caller.actor.role === 'customer' && loaded.state.customerId !== caller.actor.id) throw new OrderNotFound(id);
-      audit(caller.actor, id, 'payment_method_read');
-      const last4 = loaded.state.cardLast4;
-      return { body: { order_id: id, card_last4: last4 || null, masked: last4 ? `•••• •••• •••• ${last4}` : null } };
+      return read(ctx, caller, 'payment_method_read', `order:${id}`, async (client) => {
+        const loaded = await load(id, client);
+        check('read_payment_method', caller, loaded.state);
+        const last4 = loaded.state.cardLast4;
+        return { body: { order_id: id, card_last4: last4 || null, masked: last4 ? `•••• •••• •••• ${last4}` : null } };
+      });
     },
     edge,
   );
 
   const command = (
-    method: 'post' | 'del',
-    pattern: string,
+    method: 'post' | 'patch' | 'del',
+    patterns: readonly string[],
+    action: OrderAction,
     run: (id: string, caller: Caller, ctx: RequestContext, expectedVersion: number | undefined) => Promise<Loaded<OrderState>>,
-  ): void =>
-    route(
-      app,
-      method,
-      pattern,
-      async (ctx) => {
-        const caller = await deps.auth.authenticate(ctx);
-        const id = orderId(ctx);
-        const expectedVersion = parseIfMatch(ctx.headers['if-match']);
-        return written(200, await run(id, caller, ctx, expectedVersion));
-      },
-      edge,
-    );
+  ): void => {
+    for (const pattern of patterns)
+      route(
+        app,
+        method,
+        pattern,
+        async (ctx) => {
+          const caller = await deps.auth.authenticate(ctx);
+          const id = orderId(ctx);
+          const expectedVersion = parseIfMatch(ctx.headers['if-match']);
+          // The rules decide here on the current state; the decider checks them again inside the append.
+          check(action, caller, (await load(id)).state);
+          return written(200, await run(id, caller, ctx, expectedVersion));
+        },
+        edge,
+      );
+  };
 
-  command('post', '/order/:id/cancel', (id, caller, ctx, expectedVersion) =>
+  command('post', ['/orders/:id/cancel', '/order/:id/cancel'], 'cancel', (id, caller, ctx, expectedVersion) =>
     deps.orders.cancel(id, caller.actor, parseCancel(body(ctx)).reason, { expectedVersion, metadata: metadata(caller) }),
   );
-  command('post', '/order/:id/refund', (id, caller, ctx, expectedVersion) =>
+  command('post', ['/orders/:id/refund', '/order/:id/refund'], 'refund', (id, caller, ctx, expectedVersion) =>
     deps.orders.refund(id, caller.actor, parseRefund(body(ctx)), { expectedVersion, metadata: metadata(caller) }),
   );
-  command('post', '/order/:id/modify', (id, caller, ctx, expectedVersion) =>
-    deps.orders.modify(id, caller.actor, parseModify(body(ctx)), { expectedVersion, metadata: metadata(caller) }),
-  );
-  command('del', '/order/:id', (id, caller, ctx, expectedVersion) =>
+  const modify: Parameters<typeof command>[3] = (id, caller, ctx, expectedVersion) =>
+    deps.orders.modify(id, caller.actor, parseModify(body(ctx)), { expectedVersion, metadata: metadata(caller) });
+  command('patch', ['/orders/:id'], 'modify', modify);
+  command('post', ['/order/:id/modify'], 'modify', modify);
+  command('del', ['/orders/:id', '/order/:id'], 'delete', (id, caller, ctx, expectedVersion) =>
     deps.orders.delete(id, caller.actor, parseReason({ reason: ctx.query.get('reason') ?? undefined }), {
       expectedVersion,
       metadata: metadata(caller),
