@@ -8,8 +8,9 @@
  * (the notification queue's), which would serialise every append's commit and defeat group commit.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Logger } from '../../shared/log.js';
+import { PgListener } from '../../shared/pg-listener.js';
 
 /** The channel appends are announced on. */
 export const EVENTS_CHANNEL = 'identity_events';
@@ -71,73 +72,35 @@ export interface ListenerOptions {
   baseDelayMs?: number;
 }
 
-/** A dedicated connection that LISTENs on EVENTS_CHANNEL, reconnecting with capped backoff. */
+/**
+ * LISTENs on EVENTS_CHANNEL (shared/pg-listener.ts), and wakes the projectors on every notification
+ * and after every (re)connect, for whatever was appended while nobody listened.
+ */
 export class EventsListener {
-  private client: pg.Client | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private attempt = 0;
-  private closed = false;
+  private readonly listener: PgListener;
 
-  constructor(private readonly opts: ListenerOptions) {}
+  constructor(opts: ListenerOptions) {
+    this.listener = new PgListener({
+      url: opts.url,
+      channels: [EVENTS_CHANNEL],
+      applicationName: 'identity:listen',
+      log: opts.log,
+      onNotification: () => opts.onNotify(),
+      onConnect: () => opts.onNotify(),
+      baseDelayMs: opts.baseDelayMs,
+    });
+  }
 
   get connected(): boolean {
-    return this.client !== undefined;
+    return this.listener.connected;
   }
 
   /** Resolves once listening, or after the first failure (which schedules retries). */
   start(): Promise<void> {
-    return this.connect();
+    return this.listener.start();
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.timer);
-    const c = this.client;
-    this.client = undefined;
-    if (c) await c.end().catch(() => {});
-  }
-
-  private async connect(): Promise<void> {
-    if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.opts.url, application_name: 'identity:listen', connectionTimeoutMillis: 5_000 });
-    let dropped = false;
-    const drop = (err?: Error): void => {
-      if (dropped) return;
-      dropped = true;
-      if (this.client === client) this.client = undefined;
-      client.end().catch(() => {});
-      if (this.closed) return;
-      this.opts.log.warn({ err, attempt: this.attempt }, 'LISTEN connection lost; reconnecting (projectors keep polling)');
-      this.schedule();
-    };
-    client.on('error', drop);
-    client.on('end', () => drop());
-    client.on('notification', () => this.opts.onNotify());
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${EVENTS_CHANNEL}`);
-    } catch (err) {
-      drop(err instanceof Error ? err : new Error(String(err)));
-      return;
-    }
-    if (this.closed || dropped) {
-      await client.end().catch(() => {});
-      return;
-    }
-    this.client = client;
-    this.attempt = 0;
-    // Whatever was appended while we were not listening.
-    this.opts.onNotify();
-  }
-
-  private schedule(): void {
-    if (this.closed || this.timer) return;
-    const delay = Math.min(10_000, (this.opts.baseDelayMs ?? 250) * 2 ** Math.min(this.attempt, 6));
-    this.attempt++;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.connect();
-    }, delay);
-    this.timer.unref();
+  close(): Promise<void> {
+    return this.listener.close();
   }
 }

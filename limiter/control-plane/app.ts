@@ -29,7 +29,7 @@ import type { controlPlaneConfig } from './config.js';
 import { grpcAdminService } from './grpc-admin.js';
 import { SyncService } from './grpc-sync.js';
 import { registerHttpApi } from './http-api.js';
-import { PgListener } from './listener.js';
+import { PgListener } from '../../shared/pg-listener.js';
 import { createControlPlaneMetrics } from './metrics.js';
 import { QuotaMirror } from './mirror.js';
 import { Presence, PRESENCE_CHANNEL } from './presence.js';
@@ -123,6 +123,7 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
   const listener = new PgListener({
     url: config.DATABASE_URL!,
     channels: [CHANGES_CHANNEL, PRESENCE_CHANNEL],
+    applicationName: 'control-plane:listen',
     log,
     onNotification: (channel, payload) => (channel === CHANGES_CHANNEL ? mirror.notified(Number(payload)) : presence.received(payload)),
     // Whatever was committed while we were not listening is picked up now.

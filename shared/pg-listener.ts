@@ -1,15 +1,18 @@
 /**
- * A dedicated PostgreSQL connection that LISTENs on the control plane's channels, reconnecting with
- * capped backoff when it drops. Notifications are wake-up hints only (the mirror also polls), so a
- * drop loses nothing but latency; `onConnect` runs after every (re)connect so the caller can catch
- * up on whatever was sent while it was away.
+ * A dedicated PostgreSQL connection that LISTENs on some channels, reconnecting with capped backoff
+ * when it drops. Used by the quota control plane (quota changes, sidecar presence) and identity
+ * (appended events). Notifications are wake-up hints only: every user also polls, so a drop loses
+ * nothing but latency; `onConnect` runs after every (re)connect so the caller can catch up on
+ * whatever was sent while it was away.
  */
 import pg from 'pg';
-import type { Logger } from '../../shared/log.js';
+import type { Logger } from './log.js';
 
 export interface ListenerOptions {
   url: string;
   channels: readonly string[];
+  /** Shown in pg_stat_activity, e.g. `control-plane:listen`. */
+  applicationName: string;
   log: Logger;
   onNotification: (channel: string, payload: string) => void;
   onConnect?: () => void;
@@ -49,7 +52,7 @@ export class PgListener {
     if (this.closed) return;
     const client = new pg.Client({
       connectionString: this.opts.url,
-      application_name: 'control-plane:listen',
+      application_name: this.opts.applicationName,
       connectionTimeoutMillis: 5_000,
     });
     let dropped = false;
