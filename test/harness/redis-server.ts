@@ -51,8 +51,8 @@ function installExitNet(): void {
   });
 }
 
-/** Resolves true when a PING on 127.0.0.1:port answers PONG. */
-function ping(port: number): Promise<boolean> {
+/** Resolves true when a PING on 127.0.0.1:port answers PONG (also used by bench/lib/redis.ts). */
+export function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = connect({ host: '127.0.0.1', port });
     let buf = '';
