@@ -22,8 +22,8 @@ import type { NotifierConfig } from './config.js';
 import { createCallerResolver } from './caller.js';
 import { createChannels, type WriteInbox } from './channels/index.js';
 import { registerTemplateRoutes, renderTemplate, markTemplateUsed } from './templates/index.js';
-import { getProfile, registerProfileRoutes } from './profiles/index.js';
-import { listDeviceTokens, removeDeviceToken, registerDeviceRoutes } from './devices/index.js';
+import { getProfiles, registerProfileRoutes } from './profiles/index.js';
+import { listDeviceTokensOf, removeDeviceToken, registerDeviceRoutes } from './devices/index.js';
 import { createNotifierMetrics } from './metrics.js';
 import { registerIngestRoutes } from './ingest/routes.js';
 import { registerTrackingRoutes } from './tracking/routes.js';
@@ -36,8 +36,7 @@ import { startBoss, type Boss } from './queues/boss.js';
 import { QueueRunner } from './queues/runner.js';
 import { Backpressure } from './queues/backpressure.js';
 import { CHANNEL_NAMES, RETENTION_QUEUE, TIERS, deliverQueue, routeQueue } from './queues/names.js';
-import { DeliveryWorker, type Channels, type DeliveryJob, type Directory } from './workers/deliver.js';
-import type { ClaimedDelivery } from './workers/delivery-sql.js';
+import { DeliveryWorker, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
 import { RoutingWorker, type RouteJob } from './workers/route.js';
 
 /** What tests (and embedders) may replace. */
@@ -174,8 +173,8 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
 
     if (config.NOTIFIER_WORKERS) {
       const directory: Directory = {
-        getProfile: (p, id) => getProfile(p, id),
-        listDeviceTokens: (p, id) => listDeviceTokens(p, id),
+        getProfiles: (p, ids) => getProfiles(p, ids),
+        listDeviceTokens: (p, ids) => listDeviceTokensOf(p, ids),
         removeDeviceToken: (p, id, token) => removeDeviceToken(p, id, token),
         renderTemplate: (p, req) => renderTemplate(p, req),
         ...deps.directory,
@@ -212,7 +211,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
               ...common,
               queue: dq,
               prepare: (jobs) => deliverer.claim(jobs),
-              handle: (job, claimed) => deliverer.handle(dq, job, claimed as Map<string, ClaimedDelivery>),
+              handle: (job, claimed) => deliverer.handle(dq, job, claimed as ClaimedBatch),
             }),
           );
         }

@@ -7,7 +7,7 @@ import { bool, bytes, duration, int, list, nonEmpty, num, oneOf, port, url, type
 
 const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
-/** `transactional=16,high=8,normal=4,low=2`: a value per notifier priority tier, every tier named once. */
+/** `transactional=32,high=64,normal=32,low=16`: a value per notifier priority tier, every tier named once. */
 function tierMap<T>(raw: string, item: (s: string) => T): Record<'transactional' | 'high' | 'normal' | 'low', T> {
   const out: Partial<Record<string, T>> = {};
   for (const part of raw
@@ -548,9 +548,10 @@ export const ENV = {
     },
   }),
   NOTIFIER_CONCURRENCY: v({
-    default: 'transactional=16,high=8,normal=4,low=2',
+    default: 'transactional=32,high=64,normal=32,low=16',
     services: ['notifier'],
-    description: 'Sends in flight per queue (each channel × tier delivery queue, and the routing queue of each tier), by tier',
+    description:
+      'Sends in flight per queue (each channel × tier delivery queue, and the routing queue of each tier), by tier; with N in flight and a provider taking L seconds, one queue sends at most N / L per second',
     parse: (raw) => tierMap(raw, int(1, 1000)),
   }),
   NOTIFIER_IDLE_POLL: v({
@@ -699,9 +700,10 @@ export const ENV = {
     },
   }),
   SMTP_POOL_SIZE: v({
-    default: '5',
+    default: '16',
     services: ['notifier'],
-    description: 'Pooled SMTP connections per e-mail provider',
+    description:
+      "Pooled SMTP connections per e-mail provider; each carries one message at a time, so this bounds the e-mail send rate (raise it with the e-mail queues' concurrency, within what the relay allows)",
     parse: int(1, 1000),
   }),
   SMS_URL: v({

@@ -7,7 +7,7 @@
 import { deleteDevice, listDevices, type Queryable } from './store.js';
 
 export { PLATFORMS, MAX_DEVICES_PER_USER, type Platform } from './device.js';
-export { listDevices, type Device } from './store.js';
+export { listDevices, listTokensOf as listDeviceTokensOf, type Device } from './store.js';
 export { registerDeviceRoutes } from './routes.js';
 
 /** The user's push tokens, most recently registered first; empty when none. */

@@ -24,6 +24,21 @@ export async function listDevices(db: Queryable, userId: string): Promise<Device
   return rows;
 }
 
+/** The tokens of several users, each user's most recently registered first; users without any are absent. */
+export async function listTokensOf(db: Queryable, userIds: readonly string[]): Promise<Map<string, string[]>> {
+  const { rows } = await db.query<{ user_id: string; token: string }>(
+    'SELECT user_id, token FROM device_tokens WHERE user_id = ANY($1::text[]) ORDER BY user_id, updated_at DESC, token',
+    [[...userIds]],
+  );
+  const out = new Map<string, string[]>();
+  for (const r of rows) {
+    const list = out.get(r.user_id);
+    if (list) list.push(r.token);
+    else out.set(r.user_id, [r.token]);
+  }
+  return out;
+}
+
 /**
  * Registers (or refreshes) a token for the user, moving it from any other user, then trims the
  * user's tokens to the newest {@link MAX_DEVICES_PER_USER}. `created` when the token is new to this user.

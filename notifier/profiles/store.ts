@@ -38,6 +38,12 @@ export async function loadProfile(db: Queryable, userId: string): Promise<Stored
   return rows[0] ? toProfile(rows[0]) : undefined;
 }
 
+/** The profiles of several users at once (the users without one are absent). */
+export async function loadProfiles(db: Queryable, userIds: readonly string[]): Promise<StoredProfile[]> {
+  const { rows } = await db.query<ProfileRow>(`SELECT ${COLUMNS} FROM user_profiles WHERE user_id = ANY($1::text[])`, [[...userIds]]);
+  return rows.map(toProfile);
+}
+
 /** Replaces the whole profile; `created` when the user had none. */
 export async function putProfile(db: Queryable, userId: string, f: ProfileFields): Promise<{ created: boolean; profile: StoredProfile }> {
   const { rows } = await db.query<ProfileRow & { created: boolean }>(

@@ -67,10 +67,16 @@ export interface Channels {
   readonly secondary: Readonly<Partial<Record<ChannelName, Channel>>>;
 }
 
-/** What the worker reads about recipients and templates (notifier/profiles, devices, templates). */
+/**
+ * What the worker reads about recipients and templates (notifier/profiles, devices, templates).
+ * Recipients are read for a whole fetched batch at once: one query for its profiles and one for
+ * its push tokens, instead of one of each per send.
+ */
 export interface Directory {
-  getProfile(pool: Pool, userId: string): Promise<Profile | undefined>;
-  listDeviceTokens(pool: Pool, userId: string): Promise<string[]>;
+  /** The profiles of these users; a user without one has no entry. */
+  getProfiles(pool: Pool, userIds: readonly string[]): Promise<Map<string, Profile>>;
+  /** The push tokens of these users; a user without any has no entry. */
+  listDeviceTokens(pool: Pool, userIds: readonly string[]): Promise<Map<string, string[]>>;
   removeDeviceToken(pool: Pool, userId: string, token: string): Promise<void>;
   renderTemplate(pool: Pool, req: RenderRequest): Promise<Rendered>;
 }
@@ -105,6 +111,18 @@ export function leaseMs(sendTimeoutMs: number): number {
 const SENT_BATCH_DELAY_MS = 5;
 const SENT_BATCH_MAX = 100;
 
+/** A fetched batch after {@link DeliveryWorker.claim}: its claimed deliveries and their recipients. */
+export interface ClaimedBatch {
+  deliveries: Map<string, ClaimedDelivery>;
+  /** Undefined when reading them failed: each send then reads its own. */
+  recipients?: Recipients;
+}
+
+interface Recipients {
+  profiles: Map<string, Profile>;
+  tokens: Map<string, string[]>;
+}
+
 /**
  * The finishing writes of an attempt, run in one transaction with the job's completion; a
  * `sent` one is batched with others (sent-batch.ts).
@@ -122,32 +140,54 @@ export class DeliveryWorker {
     this.#leaseMs = leaseMs(opts.sendTimeoutMs);
   }
 
-  /** Handles one job of `queue`; completes it unless it throws (then pg-boss retries it). */
-  /** Claims the deliveries of a fetched batch in one statement (see {@link handle}). */
-  async claim(jobs: readonly Job<DeliveryJob>[]): Promise<Map<string, ClaimedDelivery>> {
-    return claimDeliveries(
+  /**
+   * Claims the deliveries of a fetched batch in one statement, then reads their recipients'
+   * profiles and push tokens (see {@link handle}). The deliveries are claimed whatever happens to
+   * the reads: a failed read leaves each send to read its own.
+   */
+  async claim(jobs: readonly Job<DeliveryJob>[]): Promise<ClaimedBatch> {
+    const deliveries = await claimDeliveries(
       this.#o.pool,
       jobs.map((j) => j.data.delivery_id),
       this.#leaseMs,
     );
+    if (deliveries.size === 0) return { deliveries };
+    const all = [...deliveries.values()];
+    try {
+      return { deliveries, recipients: await this.#recipients(all) };
+    } catch (err) {
+      this.#o.log.warn({ err }, 'reading the recipients of a batch failed; each send reads its own');
+      return { deliveries };
+    }
+  }
+
+  async #recipients(ds: readonly ClaimedDelivery[]): Promise<Recipients> {
+    const o = this.#o;
+    const users = [...new Set(ds.map((d) => d.recipient_id))];
+    const pushUsers = [...new Set(ds.filter((d) => d.channel === 'push').map((d) => d.recipient_id))];
+    const [profiles, tokens] = await Promise.all([
+      o.directory.getProfiles(o.pool, users),
+      pushUsers.length > 0 ? o.directory.listDeviceTokens(o.pool, pushUsers) : new Map<string, string[]>(),
+    ]);
+    return { profiles, tokens };
   }
 
   /**
-   * Handles one job of `queue`; completes it unless it throws (then pg-boss retries it). `claimed`
+   * Handles one job of `queue`; completes it unless it throws (then pg-boss retries it). `batch`
    * is the result of {@link claim} for its batch; without it the job claims for itself.
    */
-  async handle(queue: string, job: Job<DeliveryJob>, claimed?: Map<string, ClaimedDelivery>): Promise<void> {
+  async handle(queue: string, job: Job<DeliveryJob>, batch?: ClaimedBatch): Promise<void> {
     const o = this.#o;
     const id = job.data.delivery_id;
     // A delivery with two jobs in one batch is attempted by the first only.
-    const d = claimed ? takeOnce(claimed, id) : await claimDelivery(o.pool, id, this.#leaseMs);
+    const d = batch ? takeOnce(batch.deliveries, id) : await claimDelivery(o.pool, id, this.#leaseMs);
     if (!d) {
       await this.#notClaimed(queue, job, id);
       return;
     }
     let finish: Finish;
     try {
-      finish = await this.#attempt(d);
+      finish = await this.#attempt(d, batch?.recipients);
     } catch (err) {
       // Nothing reached a provider (an unexpected failure before the call): undo the claim so the
       // retried job can take it at once instead of waiting out the lease.
@@ -182,7 +222,7 @@ export class DeliveryWorker {
   }
 
   /** Renders and sends; returns the writes that record the outcome. */
-  async #attempt(d: ClaimedDelivery): Promise<Finish> {
+  async #attempt(d: ClaimedDelivery, known: Recipients | undefined): Promise<Finish> {
     const o = this.#o;
     const primary = o.channels.primary[d.channel];
     const channel = d.use_secondary ? (o.channels.secondary[d.channel] ?? primary) : primary;
@@ -203,7 +243,8 @@ export class DeliveryWorker {
       if (found.state === 'unknown') return this.#lookupLater(d, found.reason);
     }
 
-    const profile = await o.directory.getProfile(o.pool, d.recipient_id);
+    const { profiles, tokens: allTokens } = known ?? (await this.#recipients([d]));
+    const profile = profiles.get(d.recipient_id);
     let rendered: Rendered;
     try {
       rendered = await o.directory.renderTemplate(o.pool, {
@@ -246,7 +287,7 @@ export class DeliveryWorker {
     let outcome: AttemptOutcome;
     switch (d.channel) {
       case 'push': {
-        const tokens = await o.directory.listDeviceTokens(o.pool, d.recipient_id);
+        const tokens = allTokens.get(d.recipient_id) ?? [];
         const results = (await Promise.all(tokens.map((t) => call(t, `${d.id}:${tokenHash(t)}`)))) as TokenResult[];
         const combined = combineTokenResults(results);
         for (const token of combined.deadTokens) {
@@ -254,6 +295,12 @@ export class DeliveryWorker {
             o.log.warn({ err, delivery: d.id }, 'could not remove a dead device token');
           });
         }
+        // Later sends of this batch read the same list: they skip the pruned tokens too.
+        if (combined.deadTokens.length > 0)
+          allTokens.set(
+            d.recipient_id,
+            tokens.filter((t) => !combined.deadTokens.includes(t)),
+          );
         outcome = combined.outcome;
         break;
       }

@@ -220,7 +220,7 @@ t.test('configuration', async (t) => {
   const env = (over: Record<string, string>) => loadConfig(notifierConfig, { DATABASE_URL: 'postgres://x/y', ...over });
   const c = env({});
   t.same(c.NOTIFIER_RETRY_SCHEDULE, [1000, 5000, 30_000, 120_000, 600_000]);
-  t.same(c.NOTIFIER_CONCURRENCY, { transactional: 16, high: 8, normal: 4, low: 2 });
+  t.same(c.NOTIFIER_CONCURRENCY, { transactional: 32, high: 64, normal: 32, low: 16 });
   t.equal(c.NOTIFIER_IDEMPOTENCY_TTL, 86_400_000);
   t.equal(c.NOTIFIER_RETENTION, 90 * 86_400_000);
   t.throws(() => env({ NOTIFIER_CONCURRENCY: 'transactional=1,high=2,normal=3' }), {

@@ -5,7 +5,7 @@
  * is gone from the next send's list).
  */
 import t from 'tap';
-import { listDeviceTokens, MAX_DEVICES_PER_USER, removeDeviceToken } from '../../../notifier/devices/index.js';
+import { listDeviceTokens, listDeviceTokensOf, MAX_DEVICES_PER_USER, removeDeviceToken } from '../../../notifier/devices/index.js';
 import { useTestDatabase } from '../../harness/db.js';
 import { call, startTestServer } from '../templates/server.js';
 
@@ -30,6 +30,7 @@ t.test('register (201), refresh (200), list newest first', async (t) => {
     'a service may register',
   );
   t.same(await listDeviceTokens(db.pool, 'alice'), [WEB, APNS, FCM], 'newest first');
+  t.same((await listDeviceTokensOf(db.pool, ['alice'])).get('alice'), [WEB, APNS, FCM], 'the batch read keeps the order');
 
   const again = await call(srv.url, 'POST', devices('alice'), srv.user('alice'), { token: FCM, platform: 'android' });
   t.equal(again.status, 200, 'the same token again is a refresh');
@@ -70,6 +71,8 @@ t.test('a token registered by another user moves to them', async (t) => {
   const moved = await call(srv.url, 'POST', devices('bob'), srv.user('bob'), { token: FCM, platform: 'android' });
   t.equal(moved.status, 201, 'new to bob');
   t.same(await listDeviceTokens(db.pool, 'bob'), [FCM]);
+  const batch = await listDeviceTokensOf(db.pool, ['alice', 'bob', 'nobody']);
+  t.same([...batch], [['bob', [FCM]]], 'the batch read agrees: users without tokens have no entry');
   t.same(await listDeviceTokens(db.pool, 'alice'), [], 'no longer alice’s: her notifications do not reach bob’s session');
   t.equal((await call(srv.url, 'DELETE', device('alice', FCM), srv.user('alice'))).status, 404, "alice cannot delete bob's token");
 });

@@ -4,7 +4,7 @@
  * routing the same; only the user or a service role may call; bad input names the field.
  */
 import t from 'tap';
-import { canonicalEmail, canonicalTimeZone, getProfile, isE164 } from '../../../notifier/profiles/index.js';
+import { canonicalEmail, canonicalTimeZone, getProfile, getProfiles, isE164 } from '../../../notifier/profiles/index.js';
 import { useTestDatabase } from '../../harness/db.js';
 import { call, startTestServer } from '../templates/server.js';
 
@@ -43,6 +43,11 @@ t.test('PUT creates (201), PUT replaces (200), GET reads; getProfile agrees', as
   t.equal(got.status, 200);
   t.same(got.body, replaced.body);
   t.equal(await getProfile(db.pool, 'bob'), undefined, 'no profile: undefined');
+  t.same(
+    [...(await getProfiles(db.pool, ['alice', 'bob']))],
+    [['alice', { user_id: 'alice', email: 'a@example.org' }]],
+    'the batch read (the delivery worker’s) agrees; users without a profile have no entry',
+  );
   const none = await call(srv.url, 'GET', path('bob'), srv.user('bob'));
   t.equal(none.status, 404);
   t.equal(none.body['code'], 'not_found');
