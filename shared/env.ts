@@ -4,6 +4,7 @@
  * test/shared/config.test.ts, in both directions. Add a variable here, then to the README.
  */
 import { bool, bytes, duration, int, list, nonEmpty, num, oneOf, port, url, type VarSpec } from './config.js';
+import { readServiceAccountKey } from './service-account.js';
 
 const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
@@ -664,9 +665,24 @@ export const ENV = {
     default: 'sandbox-fcm-token',
     secret: true,
     services: ['notifier', 'sandbox'],
-    description:
-      'Bearer token sent to FCM (static, for the sandbox, which requires this value; real FCM needs short-lived OAuth 2.0 service-account tokens)',
+    description: 'Static bearer token sent to FCM (the sandbox requires this value); real FCM needs FCM_SERVICE_ACCOUNT_FILE instead',
     parse: nonEmpty,
+  }),
+  FCM_SERVICE_ACCOUNT_FILE: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier', 'sandbox'],
+    description:
+      'A Google service-account key file (JSON); set, FCM gets OAuth 2.0 access tokens minted from it (JWT-bearer grant, refreshed before expiry) instead of FCM_ACCESS_TOKEN, and the sandbox takes only tokens it minted for that key',
+    parse: (raw) => readServiceAccountKey(raw),
+  }),
+  FCM_TOKEN_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      "Where service-account assertions are exchanged for tokens; unset, the key file's `token_uri` (Google's); the sandbox's is `<sandbox>/token`",
+    parse: url(['http', 'https']),
   }),
   FCM_SECONDARY_URL: v({
     default: undefined,

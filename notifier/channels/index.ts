@@ -9,14 +9,16 @@ import type { Registry } from '../../shared/metrics.js';
 import type { Channel, ChannelName } from './channel.js';
 import type { GuardDeps } from './breaker.js';
 import type { ChannelsConfig } from './config.js';
-import { createFcmChannel } from './push-fcm.js';
+import { createFcmChannel, type TokenSource } from './push-fcm.js';
+import { serviceAccountTokens } from './google-oauth.js';
 import { createSmtpChannel } from './email-smtp.js';
 import { createTwilioChannel } from './sms-twilio.js';
 import { createInAppChannel, type WriteInbox } from './in-app.js';
 
 export * from './channel.js';
 export { CHANNEL_ENV_NAMES, channelsConfig, type ChannelsConfig } from './config.js';
-export { createFcmChannel, type FcmChannelOptions } from './push-fcm.js';
+export { createFcmChannel, type FcmChannelOptions, type TokenSource } from './push-fcm.js';
+export { serviceAccountTokens, isTokenRefused, TokenRefused } from './google-oauth.js';
 export { createSmtpChannel, type SmtpChannelOptions } from './email-smtp.js';
 export { createTwilioChannel, type TwilioChannelOptions } from './sms-twilio.js';
 export { createInAppChannel, type InAppChannelOptions, type WriteInbox } from './in-app.js';
@@ -57,8 +59,13 @@ export function createChannels(config: ChannelsConfig, deps: ChannelDeps): Chann
   };
   const timeoutMs = deps.sendTimeoutMs;
   const http = { timeoutMs, connections: config.PROVIDER_CONNECTIONS, connectTimeoutMs: config.PROVIDER_CONNECT_TIMEOUT };
+  // One token source for both push providers: they serve the same project.
+  const key = config.FCM_SERVICE_ACCOUNT_FILE;
+  const fcmToken: string | TokenSource = key
+    ? serviceAccountTokens({ key, clock: guard.clock, timeoutMs, ...(config.FCM_TOKEN_URL && { tokenUri: config.FCM_TOKEN_URL }) })
+    : config.FCM_ACCESS_TOKEN;
   const push = (provider: string, baseUrl: string) =>
-    createFcmChannel({ provider, baseUrl, projectId: config.FCM_PROJECT_ID, accessToken: config.FCM_ACCESS_TOKEN, ...http }, guard);
+    createFcmChannel({ provider, baseUrl, projectId: config.FCM_PROJECT_ID, accessToken: fcmToken, ...http }, guard);
   const sms = (provider: string, baseUrl: string) =>
     createTwilioChannel(
       { provider, baseUrl, accountSid: config.SMS_ACCOUNT_SID, authToken: config.SMS_AUTH_TOKEN, from: config.SMS_FROM, ...http },

@@ -2,11 +2,11 @@
  * Push over the FCM HTTP v1 API: `POST {base}/v1/projects/{project}/messages:send` with a Bearer
  * token and `{message: {token, notification: {title, body}, data, android, apns}}`.
  *
- * Credentials: the sandbox takes a static token (FCM_ACCESS_TOKEN). Real FCM wants a short-lived
- * OAuth 2.0 access token minted from a service account (scope
- * `https://www.googleapis.com/auth/firebase.messaging`, about one hour, refreshed before expiry);
- * `accessToken` also takes an async function for that, which is where a service-account signer
- * would plug in. We have none yet.
+ * Credentials: a static token (FCM_ACCESS_TOKEN, what the sandbox takes by default), or, as real
+ * FCM wants, short-lived OAuth 2.0 access tokens minted from a service-account key
+ * (FCM_SERVICE_ACCOUNT_FILE, google-oauth.ts). With minted tokens a 401 drops the token and the
+ * send is retried (the next attempt exchanges a fresh one); a key the token endpoint refuses is a
+ * permanent `provider_auth_failed`, like a static token FCM refuses.
  *
  * How answers map (FCM's `ErrorCode` from `error.details[].errorCode`, else `error.status`):
  * - `UNREGISTERED` → `invalid_token` (prune the token, no retry);
@@ -27,6 +27,7 @@
 import type { Clock } from '../../shared/clock.js';
 import { invalidToken, permanent, retry, sent, type Channel, type OutboundMessage, type SendContext, type SendResult } from './channel.js';
 import { ProviderGuard, type GuardDeps } from './breaker.js';
+import { isTokenRefused } from './google-oauth.js';
 import { ProviderHttp, isFailure, jsonOf, type HttpAnswer } from './provider-http.js';
 import { parseRetryAfter } from './retry-after.js';
 
@@ -36,14 +37,20 @@ export interface FcmChannelOptions {
   /** e.g. `https://fcm.googleapis.com`, or the sandbox. */
   baseUrl: string;
   projectId: string;
-  /** A static bearer token, or a function returning a current one (OAuth 2.0 service account). */
-  accessToken: string | (() => Promise<string>);
+  /** A static bearer token, or a source of current ones (OAuth 2.0 service account). */
+  accessToken: string | TokenSource;
   /** Longest a call may take, ms (a send's own deadline may shorten it). */
   timeoutMs: number;
   /** Keep-alive connections. */
   connections: number;
   /** Connect timeout, ms (default: timeoutMs). */
   connectTimeoutMs?: number;
+}
+
+/** Returns a current access token; `invalidate` drops it after FCM refused it. */
+export interface TokenSource {
+  (): Promise<string>;
+  invalidate?: () => void;
 }
 
 interface FcmErrorBody {
@@ -64,7 +71,8 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
     connectTimeoutMs: opts.connectTimeoutMs ?? opts.timeoutMs,
   });
   const path = `/v1/projects/${encodeURIComponent(opts.projectId)}/messages:send`;
-  const token = typeof opts.accessToken === 'string' ? () => Promise.resolve(opts.accessToken as string) : opts.accessToken;
+  const source = opts.accessToken;
+  const token: TokenSource = typeof source === 'string' ? () => Promise.resolve(source) : source;
 
   return {
     name: 'push',
@@ -74,14 +82,27 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
     async send(msg: OutboundMessage, ctx: SendContext): Promise<SendResult> {
       if (!msg.to) return permanent('missing_address', 'no device token');
       return guard.run(ctx.deadlineMs, opts.timeoutMs, async (timeoutMs) => {
+        let bearer: string;
+        try {
+          bearer = await token();
+        } catch (err) {
+          // Refused: permanent. Anything else (no answer, 5xx) is thrown on: the guard retries it.
+          if (isTokenRefused(err)) return permanent('provider_auth_failed', err.message);
+          throw err;
+        }
         const answer = await http.request({
           method: 'POST',
           path,
-          headers: { authorization: `Bearer ${await token()}`, 'content-type': 'application/json; charset=utf-8' },
+          headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=utf-8' },
           body: JSON.stringify(fcmMessage(msg, ctx)),
           timeoutMs,
         });
         if (isFailure(answer)) return retry(answer.failed, { detail: answer.detail });
+        if (answer.status === 401 && token.invalidate) {
+          // A minted token FCM no longer takes (revoked, or expired early): mint another next time.
+          token.invalidate();
+          return retry('provider_error', { detail: 'FCM 401: the access token was refused; a new one is minted for the retry' });
+        }
         return classifyFcm(answer, msg.to, deps.clock);
       });
     },

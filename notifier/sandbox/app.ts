@@ -7,6 +7,7 @@
  *
  * Logs name the channel, provider and delivery id of a message, never its body, address or token.
  */
+import { createPublicKey } from 'node:crypto';
 import { ConfigError, type ConfigOf } from '../../shared/config.js';
 import { systemClock, type Clock } from '../../shared/clock.js';
 import { PlatformError } from '../../shared/errors.js';
@@ -19,6 +20,7 @@ import type { sandboxConfig } from './config.js';
 import { SandboxCore, type SandboxCredentials } from './core.js';
 import { emailHooks } from './email.js';
 import { fcmRoutes } from './fcm.js';
+import { googleOAuthRoutes } from './google-oauth.js';
 import { FaultTable, parseFaultProfile, seededRandom } from './faults.js';
 import { startSmtpServer } from './smtp-server.js';
 import { MessageStore, type MessageFilter, type SandboxMessage } from './store.js';
@@ -91,6 +93,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
       routes: (app, edge) => {
         adminRoutes(app, edge, core);
         fcmRoutes(app, edge, core);
+        googleOAuthRoutes(app, edge, core);
         twilioRoutes(app, edge, core);
       },
     });
@@ -138,6 +141,12 @@ export async function startSandboxService(config: ConfigOf<typeof sandboxConfig>
     maxMessages: config.SANDBOX_MAX_MESSAGES,
     credentials: {
       fcmAccessToken: config.FCM_ACCESS_TOKEN,
+      ...(config.FCM_SERVICE_ACCOUNT_FILE && {
+        fcmServiceAccount: {
+          clientEmail: config.FCM_SERVICE_ACCOUNT_FILE.clientEmail,
+          publicKey: createPublicKey(config.FCM_SERVICE_ACCOUNT_FILE.privateKey),
+        },
+      }),
       smsAccountSid: config.SMS_ACCOUNT_SID,
       smsAuthToken: config.SMS_AUTH_TOKEN,
     },

@@ -12,6 +12,7 @@ export const sandboxConfig = pick(ENV, [
   'SANDBOX_FAULTS',
   'SANDBOX_MAX_MESSAGES',
   'FCM_ACCESS_TOKEN',
+  'FCM_SERVICE_ACCOUNT_FILE',
   'SMS_ACCOUNT_SID',
   'SMS_AUTH_TOKEN',
 ]);

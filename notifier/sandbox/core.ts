@@ -10,10 +10,13 @@ import type { Logger } from '../../shared/log.js';
 import { Counter, type Registry } from '../../shared/metrics.js';
 import { decideFault, type FaultError, type FaultOutcome, type FaultTable, type SandboxChannel } from './faults.js';
 import type { MessageStore } from './store.js';
+import { MintedTokens, type SandboxServiceAccount } from './google-oauth.js';
 
 /** Credentials the sandbox requires; an unset one accepts anything. */
 export interface SandboxCredentials {
   fcmAccessToken?: string;
+  /** When set, FCM takes only the access tokens `/token` minted for this account (and not fcmAccessToken). */
+  fcmServiceAccount?: SandboxServiceAccount;
   smsAccountSid?: string;
   smsAuthToken?: string;
 }
@@ -28,6 +31,7 @@ export class SandboxCore {
   readonly clock: Clock;
   readonly log: Logger;
   readonly credentials: SandboxCredentials;
+  readonly mintedTokens = new MintedTokens();
   readonly #requests: Counter<'channel' | 'provider' | 'outcome'>;
   readonly #waits = new Set<() => void>();
   #closing = false;

@@ -1,7 +1,8 @@
 /**
  * The sandbox's FCM HTTP v1 endpoint: `POST /v1/projects/{project}/messages:send` (and the same
  * under `/providers/{name}/…` for a second push provider). Requires `Authorization: Bearer
- * <FCM_ACCESS_TOKEN>`, validates the message the way FCM does for what we send (a token, string
+ * <FCM_ACCESS_TOKEN>`, or, with a service account configured, a token minted by `/token`
+ * (google-oauth.ts), validates the message the way FCM does for what we send (a token, string
  * data values), answers `{name: "projects/{p}/messages/{id}"}`, and renders injected faults as
  * FCM's error documents (google.rpc.Status with an `FcmError` detail).
  */
@@ -79,7 +80,13 @@ export function fcmRoutes(app: TemplatedApp, edge: EdgeOptions, core: SandboxCor
 
 async function send(core: SandboxCore, ctx: RequestContext, provider: string, project: string): Promise<Reply> {
   const bearer = /^Bearer\s+(\S+)$/i.exec(ctx.headers['authorization'] ?? '')?.[1];
-  if (!bearer || (core.credentials.fcmAccessToken !== undefined && bearer !== core.credentials.fcmAccessToken)) {
+  const { fcmServiceAccount, fcmAccessToken } = core.credentials;
+  const allowed = !bearer
+    ? false
+    : fcmServiceAccount
+      ? core.mintedTokens.valid(bearer, core.clock.now())
+      : fcmAccessToken === undefined || bearer === fcmAccessToken;
+  if (!allowed) {
     core.count('push', provider, 'rejected');
     return fcmError(FAILURES.UNAUTHENTICATED);
   }

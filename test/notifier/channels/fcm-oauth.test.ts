@@ -1,0 +1,207 @@
+/**
+ * FCM with OAuth 2.0 access tokens minted from a service-account key, against the sandbox's
+ * Google token endpoint: the key file's checks, one exchange shared by concurrent sends, refresh
+ * before expiry, a refused key as a permanent auth failure, an unreachable token endpoint as a
+ * retry, a token FCM stops taking dropped and replaced, and the configuration path end to end.
+ */
+import { generateKeyPairSync, createPublicKey, type KeyObject } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SignJWT } from 'jose';
+import t from 'tap';
+import { createFcmChannel } from '../../../notifier/channels/push-fcm.js';
+import { channelsConfig, createChannels, serviceAccountTokens } from '../../../notifier/channels/index.js';
+import type { Channel } from '../../../notifier/channels/channel.js';
+import type { Sandbox } from '../../../notifier/sandbox/app.js';
+import { FakeClock, type Clock } from '../../../shared/clock.js';
+import { loadConfig } from '../../../shared/config.js';
+import { FCM_SCOPE, parseServiceAccountKey, readServiceAccountKey, type ServiceAccountKey } from '../../../shared/service-account.js';
+import type { TestContext } from '../../harness/db.js';
+import { closedPort, ctx, guardDeps, message, useSandbox } from './helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'fcm-oauth-'));
+const EMAIL = 'notifier@proj.iam.gserviceaccount.com';
+
+function rsaPem(): string {
+  return generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+}
+const PEM = rsaPem();
+const OTHER_PEM = rsaPem();
+
+function keyFile(name: string, fields: Record<string, unknown>): string {
+  const path = join(dir, name);
+  writeFileSync(path, JSON.stringify(fields));
+  return path;
+}
+
+function accountJson(tokenUri: string, pem = PEM): Record<string, unknown> {
+  return { type: 'service_account', project_id: 'proj', private_key_id: 'k1', private_key: pem, client_email: EMAIL, token_uri: tokenUri };
+}
+
+async function oauthSandbox(t: TestContext, clock?: Clock): Promise<Sandbox> {
+  const publicKey: KeyObject = createPublicKey(PEM);
+  return useSandbox(t, { credentials: { fcmServiceAccount: { clientEmail: EMAIL, publicKey } }, ...(clock && { clock }) });
+}
+
+function push(t: TestContext, s: Sandbox, accessToken: Parameters<typeof createFcmChannel>[0]['accessToken'], clock?: Clock): Channel {
+  const c = createFcmChannel({ baseUrl: s.url, projectId: 'proj', accessToken, timeoutMs: 2_000, connections: 4 }, guardDeps({}, clock));
+  t.teardown(() => c.close());
+  return c;
+}
+
+t.test('the key file is checked at start, saying what is wrong and never quoting the key', async (t) => {
+  t.throws(() => readServiceAccountKey(join(dir, 'missing.json')), { message: 'cannot be read (ENOENT)' });
+  writeFileSync(join(dir, 'garbage.json'), 'not json');
+  t.throws(() => readServiceAccountKey(join(dir, 'garbage.json')), { message: 'is not a JSON file' });
+  const good = accountJson('https://oauth2.googleapis.com/token');
+  t.throws(() => parseServiceAccountKey({ ...good, type: 'authorized_user' }), { message: /type is not "service_account"/ });
+  t.throws(() => parseServiceAccountKey({ ...good, client_email: 42 }), { message: 'has no client_email' });
+  t.throws(() => parseServiceAccountKey({ ...good, private_key: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----' }), {
+    message: 'has a private_key that is not a PEM private key',
+  });
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  t.throws(() => parseServiceAccountKey({ ...good, private_key: ec }), { message: /not an RSA key/ });
+  t.throws(() => parseServiceAccountKey({ ...good, token_uri: 'ftp://x' }), { message: /token_uri/ });
+  const { token_uri: _drop, ...noUri } = good;
+  const key = parseServiceAccountKey(noUri);
+  t.equal(key.tokenUri, 'https://oauth2.googleapis.com/token', "Google's endpoint by default");
+  t.equal(key.keyId, 'k1');
+  t.equal(key.projectId, 'proj');
+
+  const bad = keyFile('bad.json', { ...good, private_key: 'oops PRIVATE KEY' });
+  let message = '';
+  try {
+    loadConfig(channelsConfig, { FCM_SERVICE_ACCOUNT_FILE: bad });
+  } catch (err) {
+    message = (err as Error).message;
+  }
+  t.match(
+    message,
+    /^config: FCM_SERVICE_ACCOUNT_FILE .*has a private_key that is not a PEM private key/,
+    'a config error naming the variable',
+  );
+  t.notMatch(message, /oops/, 'the key itself is never echoed');
+});
+
+t.test('concurrent sends share one exchange; the token is refreshed before it expires', async (t) => {
+  const clock = new FakeClock(Date.now());
+  const s = await oauthSandbox(t, clock);
+  const key = parseServiceAccountKey(accountJson(`${s.url}/token`));
+  const c = push(t, s, serviceAccountTokens({ key, clock, timeoutMs: 2_000 }), clock);
+  const results = await Promise.all(Array.from({ length: 8 }, (_, i) => c.send(message(`device-${i}`), ctx())));
+  t.ok(
+    results.every((r) => r.ok),
+    'all eight sent with a minted token',
+  );
+  t.equal(s.core.mintedTokens.issued, 1, 'one exchange for eight concurrent sends');
+  clock.advance(50 * 60_000);
+  t.ok((await c.send(message('device-a'), ctx())).ok);
+  t.equal(s.core.mintedTokens.issued, 1, 'still fresh at 50 minutes');
+  clock.advance(6 * 60_000);
+  t.ok((await c.send(message('device-b'), ctx())).ok);
+  t.equal(s.core.mintedTokens.issued, 2, 'exchanged again 5 minutes before the hour');
+});
+
+t.test('with a service account, the sandbox takes only minted tokens', async (t) => {
+  const s = await oauthSandbox(t);
+  const c = push(t, s, 'fcm-token');
+  t.match(await c.send(message('device-1'), ctx()), { ok: false, kind: 'permanent', reason: 'provider_auth_failed' });
+  t.equal(s.messages().length, 0);
+});
+
+t.test('a key the token endpoint refuses is a permanent provider_auth_failed', async (t) => {
+  const s = await oauthSandbox(t);
+  const key = parseServiceAccountKey(accountJson(`${s.url}/token`, OTHER_PEM));
+  const c = push(t, s, serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 2_000 }));
+  t.match(await c.send(message('device-1'), ctx()), {
+    ok: false,
+    kind: 'permanent',
+    reason: 'provider_auth_failed',
+    detail: /token endpoint answered 400 invalid_grant: Invalid JWT Signature/,
+  });
+  t.equal(s.core.mintedTokens.issued, 0);
+});
+
+t.test('an unreachable token endpoint is a retry, and the next send tries again', async (t) => {
+  const s = await oauthSandbox(t);
+  const key: ServiceAccountKey = parseServiceAccountKey(accountJson(`http://127.0.0.1:${await closedPort()}/token`));
+  const tokens = serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 1_000 });
+  const c = push(t, s, tokens);
+  t.match(await c.send(message('device-1'), ctx()), { ok: false, kind: 'retry', reason: 'provider_error' });
+  const fixed = push(t, s, serviceAccountTokens({ key, tokenUri: `${s.url}/token`, clock: new FakeClock(Date.now()), timeoutMs: 1_000 }));
+  t.ok((await fixed.send(message('device-1'), ctx())).ok, 'FCM_TOKEN_URL overrides the key file’s token_uri');
+});
+
+t.test('a minted token FCM stops taking is dropped: the send is retried and the next one mints afresh', async (t) => {
+  const s = await oauthSandbox(t);
+  const key = parseServiceAccountKey(accountJson(`${s.url}/token`));
+  const c = push(t, s, serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 2_000 }));
+  t.ok((await c.send(message('device-1'), ctx())).ok);
+  s.core.mintedTokens.clear(); // revoked
+  t.match(await c.send(message('device-2'), ctx()), {
+    ok: false,
+    kind: 'retry',
+    reason: 'provider_error',
+    detail: /access token was refused/,
+  });
+  t.ok((await c.send(message('device-3'), ctx())).ok);
+  t.equal(s.core.mintedTokens.issued, 2);
+});
+
+t.test('the sandbox token endpoint checks the grant, the signer, the scope and the lifetime', async (t) => {
+  const s = await oauthSandbox(t);
+  const post = async (form: Record<string, string>): Promise<{ status: number; body: Record<string, unknown> }> => {
+    const res = await fetch(`${s.url}/token`, { method: 'POST', body: new URLSearchParams(form) });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const sign = (claims: Record<string, unknown>, lifetimeS = 3600, pem = PEM): Promise<string> => {
+    const iat = Math.floor(Date.now() / 1000);
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: 'RS256' })
+      .setIssuer(EMAIL)
+      .setAudience(`${s.url}/token`)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + lifetimeS)
+      .sign(createPrivateKeyFrom(pem));
+  };
+  const grant = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+  t.match(await post({ grant_type: 'client_credentials' }), { status: 400, body: { error: 'unsupported_grant_type' } });
+  t.match(await post({ grant_type: grant, assertion: 'x.y.z' }), { status: 400, body: { error: 'invalid_grant' } });
+  t.match(await post({ grant_type: grant, assertion: await sign({ scope: 'https://www.googleapis.com/auth/cloud-platform' }) }), {
+    status: 400,
+    body: { error: 'invalid_scope' },
+  });
+  t.match(await post({ grant_type: grant, assertion: await sign({ scope: FCM_SCOPE }, 7200) }), {
+    status: 400,
+    body: { error: 'invalid_grant', error_description: /60 minutes/ },
+  });
+  t.match(await post({ grant_type: grant, assertion: await sign({ scope: FCM_SCOPE }, 3600, OTHER_PEM) }), {
+    status: 400,
+    body: { error: 'invalid_grant', error_description: 'Invalid JWT Signature.' },
+  });
+  t.match(await post({ grant_type: grant, assertion: await sign({ scope: FCM_SCOPE }) }), {
+    status: 200,
+    body: { access_token: /^ya29\.sandbox-/, expires_in: 3599, token_type: 'Bearer' },
+  });
+});
+
+t.test('configured by FCM_SERVICE_ACCOUNT_FILE and FCM_TOKEN_URL, both push providers send with minted tokens', async (t) => {
+  const s = await oauthSandbox(t);
+  const file = keyFile('account.json', accountJson('https://oauth2.googleapis.com/token'));
+  const config = loadConfig(channelsConfig, {
+    FCM_URL: s.url,
+    FCM_SECONDARY_URL: `${s.url}/providers/backup`,
+    FCM_SERVICE_ACCOUNT_FILE: file,
+    FCM_TOKEN_URL: `${s.url}/token`,
+  });
+  const set = createChannels(config, { sendTimeoutMs: 2_000, writeInbox: async () => {} });
+  t.teardown(() => set.close());
+  t.ok((await set.primary.push!.send(message('device-1'), ctx())).ok);
+  t.ok((await set.secondary.push!.send(message('device-2'), ctx())).ok);
+  t.equal(s.core.mintedTokens.issued, 1, 'one token source for the project');
+});
+
+function createPrivateKeyFrom(pem: string): KeyObject {
+  return parseServiceAccountKey(accountJson('https://oauth2.googleapis.com/token', pem)).privateKey;
+}
