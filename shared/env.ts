@@ -656,9 +656,11 @@ export const ENV = {
     parse: url(['http', 'https']),
   }),
   FCM_PROJECT_ID: v({
-    default: 'sandbox-project',
+    default: undefined,
+    optional: true,
     services: ['notifier'],
-    description: 'Firebase project id, in the FCM path /v1/projects/{id}/messages:send',
+    description:
+      "Firebase project id, in the FCM path /v1/projects/{id}/messages:send; unset, the service-account key's `project_id`, else `sandbox-project`",
     parse: nonEmpty,
   }),
   FCM_ACCESS_TOKEN: v({

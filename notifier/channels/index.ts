@@ -64,8 +64,9 @@ export function createChannels(config: ChannelsConfig, deps: ChannelDeps): Chann
   const fcmToken: string | TokenSource = key
     ? serviceAccountTokens({ key, clock: guard.clock, timeoutMs, ...(config.FCM_TOKEN_URL && { tokenUri: config.FCM_TOKEN_URL }) })
     : config.FCM_ACCESS_TOKEN;
+  const fcmProject = config.FCM_PROJECT_ID ?? key?.projectId ?? 'sandbox-project';
   const push = (provider: string, baseUrl: string) =>
-    createFcmChannel({ provider, baseUrl, projectId: config.FCM_PROJECT_ID, accessToken: fcmToken, ...http }, guard);
+    createFcmChannel({ provider, baseUrl, projectId: fcmProject, accessToken: fcmToken, ...http }, guard);
   const sms = (provider: string, baseUrl: string) =>
     createTwilioChannel(
       { provider, baseUrl, accountSid: config.SMS_ACCOUNT_SID, authToken: config.SMS_AUTH_TOKEN, from: config.SMS_FROM, ...http },

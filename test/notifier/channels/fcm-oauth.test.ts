@@ -197,9 +197,31 @@ t.test('configured by FCM_SERVICE_ACCOUNT_FILE and FCM_TOKEN_URL, both push prov
   });
   const set = createChannels(config, { sendTimeoutMs: 2_000, writeInbox: async () => {} });
   t.teardown(() => set.close());
-  t.ok((await set.primary.push!.send(message('device-1'), ctx())).ok);
+  t.match(
+    await set.primary.push!.send(message('device-1'), ctx()),
+    { ok: true, providerMessageId: /^projects\/proj\/messages\// },
+    "FCM_PROJECT_ID unset: the key's project_id",
+  );
   t.ok((await set.secondary.push!.send(message('device-2'), ctx())).ok);
   t.equal(s.core.mintedTokens.issued, 1, 'one token source for the project');
+  const named = createChannels(
+    loadConfig(channelsConfig, {
+      FCM_URL: s.url,
+      FCM_PROJECT_ID: 'other',
+      FCM_SERVICE_ACCOUNT_FILE: file,
+      FCM_TOKEN_URL: `${s.url}/token`,
+    }),
+    {
+      sendTimeoutMs: 2_000,
+      writeInbox: async () => {},
+    },
+  );
+  t.teardown(() => named.close());
+  t.match(
+    await named.primary.push!.send(message('device-3'), ctx()),
+    { ok: true, providerMessageId: /^projects\/other\/messages\// },
+    'FCM_PROJECT_ID wins when set',
+  );
 });
 
 function createPrivateKeyFrom(pem: string): KeyObject {
