@@ -7,9 +7,9 @@
  * sends that find it stale wait for one exchange, not one each. A failed exchange is not cached:
  * the next send tries again. What a failure means for a send:
  * - the endpoint refused the key (`invalid_grant`, `invalid_client`, `unauthorized_client`, any
- *   other 4xx but 429) → {@link TokenRefused}: every send would fail alike, so the send is a
- *   permanent `provider_auth_failed`, as FCM's own 401 is;
- * - no answer, 429 or 5xx → a plain Error: the send is retried on the schedule.
+ *   other 4xx but 408 and 429) → {@link TokenRefused}: every send would fail alike, so the send is
+ *   a permanent `provider_auth_failed`, as FCM's own 401 is;
+ * - no answer, 408, 429 or 5xx → a plain Error: the send is retried on the schedule.
  */
 import { SignJWT } from 'jose';
 import { request } from 'undici';
@@ -41,11 +41,13 @@ export function isTokenRefused(err: unknown): err is TokenRefused {
   return err instanceof TokenRefused;
 }
 
-/** A function returning a current access token, minting one when needed; `invalidate` forgets it. */
-export function serviceAccountTokens(opts: TokenSourceOptions): (() => Promise<string>) & { invalidate: () => void } {
+/** A current access token on each call, minted when needed (see push-fcm.ts's TokenSource). */
+export function serviceAccountTokens(
+  opts: TokenSourceOptions,
+): (() => Promise<string>) & { invalidate: (token: string) => void; ageMs: (token: string) => number | undefined } {
   const tokenUri = opts.tokenUri ?? opts.key.tokenUri;
   const refreshBeforeMs = opts.refreshBeforeMs ?? 5 * 60_000;
-  let current: { token: string; refreshAt: number } | undefined;
+  let current: { token: string; mintedAt: number; refreshAt: number } | undefined;
   let inFlight: Promise<string> | undefined;
 
   const exchange = async (): Promise<string> => {
@@ -77,14 +79,14 @@ export function serviceAccountTokens(opts: TokenSourceOptions): (() => Promise<s
     }
     if (res.statusCode !== 200) {
       const why = `token endpoint answered ${res.statusCode}${typeof body.error === 'string' ? ` ${body.error}` : ''}${typeof body.error_description === 'string' ? `: ${body.error_description}` : ''}`;
-      if (res.statusCode >= 400 && res.statusCode < 500 && res.statusCode !== 429) throw new TokenRefused(why);
+      if (res.statusCode >= 400 && res.statusCode < 500 && res.statusCode !== 408 && res.statusCode !== 429) throw new TokenRefused(why);
       throw new Error(why);
     }
     if (typeof body.access_token !== 'string' || body.access_token === '')
       throw new Error('token endpoint answered without an access_token');
     const lifetimeMs = (typeof body.expires_in === 'number' && body.expires_in > 0 ? body.expires_in : ASSERTION_LIFETIME_S) * 1000;
     // A token shorter-lived than the refresh margin is used for half its life.
-    current = { token: body.access_token, refreshAt: now + Math.max(lifetimeMs / 2, lifetimeMs - refreshBeforeMs) };
+    current = { token: body.access_token, mintedAt: now, refreshAt: now + Math.max(lifetimeMs / 2, lifetimeMs - refreshBeforeMs) };
     return body.access_token;
   };
 
@@ -96,8 +98,10 @@ export function serviceAccountTokens(opts: TokenSourceOptions): (() => Promise<s
     return inFlight;
   };
   return Object.assign(get, {
-    invalidate: () => {
-      current = undefined;
+    // Only that token: a send that started with an older one must not drop a newer one.
+    invalidate: (token: string) => {
+      if (current?.token === token) current = undefined;
     },
+    ageMs: (token: string) => (current?.token === token ? opts.clock.now() - current.mintedAt : undefined),
   });
 }

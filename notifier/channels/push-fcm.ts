@@ -47,11 +47,20 @@ export interface FcmChannelOptions {
   connectTimeoutMs?: number;
 }
 
-/** Returns a current access token; `invalidate` drops it after FCM refused it. */
+/** Returns a current access token. */
 export interface TokenSource {
   (): Promise<string>;
-  invalidate?: () => void;
+  /** Drops this token (FCM refused it) so the next call mints another. */
+  invalidate?: (token: string) => void;
+  /** How long ago this token was minted, ms; undefined when it is not the current one. */
+  ageMs?: (token: string) => number | undefined;
 }
+
+/**
+ * A token FCM refuses this soon after it was minted is not stale but wrong (another project's
+ * account, a token endpoint that is not Google's): retrying cannot fix it.
+ */
+const FRESH_TOKEN_MS = 60_000;
 
 interface FcmErrorBody {
   error?: {
@@ -82,31 +91,51 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
     async send(msg: OutboundMessage, ctx: SendContext): Promise<SendResult> {
       if (!msg.to) return permanent('missing_address', 'no device token');
       return guard.run(ctx.deadlineMs, opts.timeoutMs, async (timeoutMs) => {
+        // The token wait and the FCM call share the one deadline: a send never outlives its
+        // timeout (the claim's lease is computed from it).
+        const started = performance.now();
         let bearer: string;
         try {
-          bearer = await token();
+          bearer = await withinMs(token(), timeoutMs);
         } catch (err) {
           // Refused: permanent. Anything else (no answer, 5xx) is thrown on: the guard retries it.
           if (isTokenRefused(err)) return permanent('provider_auth_failed', err.message);
+          if (err === TOO_LATE) return retry('timeout', { detail: 'no FCM access token within the deadline' });
           throw err;
         }
+        const left = Math.floor(timeoutMs - (performance.now() - started));
+        if (left < 1) return retry('timeout', { detail: 'no time left after getting the FCM access token' });
         const answer = await http.request({
           method: 'POST',
           path,
           headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=utf-8' },
           body: JSON.stringify(fcmMessage(msg, ctx)),
-          timeoutMs,
+          timeoutMs: left,
         });
         if (isFailure(answer)) return retry(answer.failed, { detail: answer.detail });
         if (answer.status === 401 && token.invalidate) {
-          // A minted token FCM no longer takes (revoked, or expired early): mint another next time.
-          token.invalidate();
+          const age = token.ageMs?.(bearer);
+          if (age !== undefined && age < FRESH_TOKEN_MS) {
+            return permanent('provider_auth_failed', `FCM 401 for an access token minted ${Math.round(age / 1000)} s ago`);
+          }
+          // A token FCM no longer takes (revoked, or expired early): mint another for the retry.
+          token.invalidate(bearer);
           return retry('provider_error', { detail: 'FCM 401: the access token was refused; a new one is minted for the retry' });
         }
         return classifyFcm(answer, msg.to, deps.clock);
       });
     },
   };
+}
+
+const TOO_LATE = Symbol('too late');
+
+/** `p`, or a rejection with {@link TOO_LATE} after `ms` (p itself goes on: its token is cached). */
+function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(TOO_LATE), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
 }
 
 /** The FCM v1 request body for one message. */

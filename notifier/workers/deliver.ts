@@ -295,12 +295,15 @@ export class DeliveryWorker {
             o.log.warn({ err, delivery: d.id }, 'could not remove a dead device token');
           });
         }
-        // Later sends of this batch read the same list: they skip the pruned tokens too.
-        if (combined.deadTokens.length > 0)
+        // Sends of this batch that have not read the list yet skip the pruned tokens too (filtering
+        // the list as it is now, which another send may have pruned already).
+        if (combined.deadTokens.length > 0) {
+          const current = allTokens.get(d.recipient_id) ?? [];
           allTokens.set(
             d.recipient_id,
-            tokens.filter((t) => !combined.deadTokens.includes(t)),
+            current.filter((t) => !combined.deadTokens.includes(t)),
           );
+        }
         outcome = combined.outcome;
         break;
       }

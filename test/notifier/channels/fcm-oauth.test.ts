@@ -6,6 +6,8 @@
  */
 import { generateKeyPairSync, createPublicKey, type KeyObject } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
@@ -82,6 +84,21 @@ t.test('the key file is checked at start, saying what is wrong and never quoting
     'a config error naming the variable',
   );
   t.notMatch(message, /oops/, 'the key itself is never echoed');
+  // A real key cut short: still no part of it in the error.
+  const cut = PEM.slice(0, PEM.length - 200) + '\n-----END PRIVATE KEY-----\n';
+  const cutFile = keyFile('cut.json', { ...good, private_key: cut });
+  try {
+    loadConfig(channelsConfig, { FCM_SERVICE_ACCOUNT_FILE: cutFile });
+    t.fail('a cut key must not load');
+  } catch (err) {
+    const text = `${(err as Error).message} ${String((err as Error).cause ?? '')}`;
+    const body = cut.split('\n').filter((l) => l.length > 20 && !l.startsWith('-----'));
+    t.ok(body.length > 10, 'the cut key has a body to look for');
+    t.notOk(
+      body.some((l) => text.includes(l.slice(0, 20))),
+      'no line of the key appears in the error',
+    );
+  }
 });
 
 t.test('concurrent sends share one exchange; the token is refreshed before it expires', async (t) => {
@@ -123,22 +140,81 @@ t.test('a key the token endpoint refuses is a permanent provider_auth_failed', a
   t.equal(s.core.mintedTokens.issued, 0);
 });
 
-t.test('an unreachable token endpoint is a retry, and the next send tries again', async (t) => {
+t.test('an unreachable or failing token endpoint is a retry; the same source tries again on the next send', async (t) => {
   const s = await oauthSandbox(t);
   const key: ServiceAccountKey = parseServiceAccountKey(accountJson(`http://127.0.0.1:${await closedPort()}/token`));
-  const tokens = serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 1_000 });
-  const c = push(t, s, tokens);
-  t.match(await c.send(message('device-1'), ctx()), { ok: false, kind: 'retry', reason: 'provider_error' });
-  const fixed = push(t, s, serviceAccountTokens({ key, tokenUri: `${s.url}/token`, clock: new FakeClock(Date.now()), timeoutMs: 1_000 }));
-  t.ok((await fixed.send(message('device-1'), ctx())).ok, 'FCM_TOKEN_URL overrides the key file’s token_uri');
+  const down = push(t, s, serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 1_000 }));
+  t.match(await down.send(message('device-1'), ctx()), { ok: false, kind: 'retry', reason: 'provider_error' });
+
+  // A token endpoint answering 503, then 408, then passing requests on to the sandbox's.
+  const answers = [503, 408];
+  const flaky = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const status = answers.shift();
+      if (status !== undefined) {
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'backend_error' }));
+        return;
+      }
+      void fetch(`${s.url}/token`, {
+        method: 'POST',
+        body: Buffer.concat(chunks),
+        headers: { 'content-type': String(req.headers['content-type']) },
+      }).then(async (r) => res.writeHead(r.status, { 'content-type': 'application/json' }).end(await r.text()));
+    });
+  });
+  await new Promise<void>((r) => flaky.listen(0, '127.0.0.1', r));
+  t.teardown(() => flaky.close());
+  const tokenUri = `http://127.0.0.1:${(flaky.address() as AddressInfo).port}/token`;
+  const c = push(t, s, serviceAccountTokens({ key, tokenUri, clock: new FakeClock(Date.now()), timeoutMs: 1_000 }));
+  t.match(await c.send(message('device-1'), ctx()), { ok: false, kind: 'retry', reason: 'provider_error', detail: /503/ });
+  t.match(
+    await c.send(message('device-1'), ctx()),
+    { ok: false, kind: 'retry', reason: 'provider_error', detail: /408/ },
+    '408 is passing, not a refusal',
+  );
+  t.ok((await c.send(message('device-1'), ctx())).ok, 'a failed exchange is not cached; FCM_TOKEN_URL overrides the key file’s token_uri');
+  t.equal(s.core.mintedTokens.issued, 1);
+});
+
+t.test('waiting for a token counts against the send deadline', async (t) => {
+  const s = await oauthSandbox(t);
+  const hang = createServer(() => {}); // never answers
+  await new Promise<void>((r) => hang.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    hang.closeAllConnections();
+    hang.close();
+  });
+  const key = parseServiceAccountKey(accountJson(`http://127.0.0.1:${(hang.address() as AddressInfo).port}/token`));
+  const c = push(t, s, serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 10_000 }));
+  const t0 = Date.now();
+  t.match(await c.send(message('device-1'), ctx(300)), { ok: false, kind: 'retry', reason: 'timeout', detail: /access token/ });
+  t.ok(Date.now() - t0 < 2_000, 'gave up at the send deadline, not the exchange timeout');
 });
 
 t.test('a minted token FCM stops taking is dropped: the send is retried and the next one mints afresh', async (t) => {
   const s = await oauthSandbox(t);
   const key = parseServiceAccountKey(accountJson(`${s.url}/token`));
-  const c = push(t, s, serviceAccountTokens({ key, clock: new FakeClock(Date.now()), timeoutMs: 2_000 }));
+  const clock = new FakeClock(Date.now());
+  const tokens = serviceAccountTokens({ key, clock, timeoutMs: 2_000 });
+  const c = push(t, s, tokens);
   t.ok((await c.send(message('device-1'), ctx())).ok);
+  const first = await tokens();
+  tokens.invalidate('some-older-token');
+  t.equal(await tokens(), first, 'a 401 for an older token does not drop the current one');
   s.core.mintedTokens.clear(); // revoked
+  t.match(
+    await c.send(message('device-2'), ctx()),
+    {
+      ok: false,
+      kind: 'permanent',
+      reason: 'provider_auth_failed',
+      detail: /minted 0 s ago/,
+    },
+    'refused moments after minting: not stale but wrong, so permanent',
+  );
+  clock.advance(2 * 60_000);
   t.match(await c.send(message('device-2'), ctx()), {
     ok: false,
     kind: 'retry',

@@ -7,6 +7,7 @@
 import t from 'tap';
 import { addDevice, createTemplate, deliveries, putProfile, request, scriptedChannels, startCore } from './helpers.js';
 import { waitFor } from '../../harness/wait.js';
+import { getProfiles } from '../../../notifier/profiles/index.js';
 
 t.test('a notification reaches every requested channel, once', async (t) => {
   const channels = scriptedChannels();
@@ -86,4 +87,40 @@ t.test('without channels the default is push only; a request locale overrides th
   const s = await core.waitStatus(r.body.notification_id, (s) => s.status === 'sent');
   t.same(s.channels, { push: 'sent' });
   t.equal(channels.primary.push.calls[0]!.msg.title, 'Hi Ada', 'en_US falls back to en, not the profile locale');
+});
+
+t.test('recipients are read once per fetched batch; a failed batch read falls back to each send reading its own', async (t) => {
+  const channels = scriptedChannels();
+  const calls: string[][] = [];
+  let failNext = true;
+  const core = await startCore(t, 'core_batch_read', {
+    channels,
+    deps: {
+      directory: {
+        getProfiles: async (pool, ids) => {
+          calls.push([...ids]);
+          if (failNext) {
+            failNext = false;
+            throw new Error('the batch read failed');
+          }
+          return getProfiles(pool, ids);
+        },
+      },
+    },
+  });
+  await createTemplate(core, 'code_v1');
+  await putProfile(core, 'u3', { email: 'grace@example.test', phone: '+14155550199' });
+  await addDevice(core, 'u3', 'tok-3');
+  const r = await core.notify(request({ recipient_id: 'u3', channels: ['push', 'email', 'sms'], priority: 'high' }));
+  const s = await core.waitStatus(r.body.notification_id, (s) => Object.values(s.channels).every((c) => c === 'sent'));
+  t.same(s.channels, { push: 'sent', email: 'sent', sms: 'sent' }, 'every channel sent, the one whose batch read failed too');
+  t.equal(channels.primary.email.calls[0]!.msg.to, 'grace@example.test');
+  t.equal(channels.primary.sms.calls[0]!.msg.to, '+14155550199');
+  t.equal(channels.primary.push.calls.length, 1);
+  // Three batches (one per channel queue), the first read failed and its send read again: four reads.
+  t.equal(calls.length, 4, 'one read per batch, plus the fallback');
+  t.ok(
+    calls.every((ids) => ids.length === 1 && ids[0] === 'u3'),
+    'each read asks for the recipient once',
+  );
 });
