@@ -19,6 +19,8 @@ export interface ServiceAccountKey {
 }
 
 export const GOOGLE_TOKEN_URI = 'https://oauth2.googleapis.com/token';
+/** The grant type of an assertion exchange (RFC 7523). */
+export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The OAuth 2.0 scope FCM HTTP v1 sends need. */
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
 

@@ -14,9 +14,8 @@
 import { SignJWT } from 'jose';
 import { request } from 'undici';
 import type { Clock } from '../../shared/clock.js';
-import { FCM_SCOPE, type ServiceAccountKey } from '../../shared/service-account.js';
+import { FCM_SCOPE, JWT_BEARER_GRANT, type ServiceAccountKey } from '../../shared/service-account.js';
 
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** Google accepts assertions of at most one hour. */
 const ASSERTION_LIFETIME_S = 3600;
 
@@ -65,7 +64,7 @@ export function serviceAccountTokens(
     const res = await request(tokenUri, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: JWT_BEARER, assertion }).toString(),
+      body: new URLSearchParams({ grant_type: JWT_BEARER_GRANT, assertion }).toString(),
       headersTimeout: opts.timeoutMs,
       bodyTimeout: opts.timeoutMs,
       signal: AbortSignal.timeout(opts.timeoutMs),

@@ -81,7 +81,6 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
   });
   const path = `/v1/projects/${encodeURIComponent(opts.projectId)}/messages:send`;
   const source = opts.accessToken;
-  const token: TokenSource = typeof source === 'string' ? () => Promise.resolve(source) : source;
 
   return {
     name: 'push',
@@ -92,19 +91,22 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
       if (!msg.to) return permanent('missing_address', 'no device token');
       return guard.run(ctx.deadlineMs, opts.timeoutMs, async (timeoutMs) => {
         // The token wait and the FCM call share the one deadline: a send never outlives its
-        // timeout (the claim's lease is computed from it).
-        const started = performance.now();
-        let bearer: string;
-        try {
-          bearer = await withinMs(token(), timeoutMs);
-        } catch (err) {
-          // Refused: permanent. Anything else (no answer, 5xx) is thrown on: the guard retries it.
-          if (isTokenRefused(err)) return permanent('provider_auth_failed', err.message);
-          if (err === TOO_LATE) return retry('timeout', { detail: 'no FCM access token within the deadline' });
-          throw err;
+        // timeout (the claim's lease is computed from it). A static token costs no wait.
+        let bearer = typeof source === 'string' ? source : '';
+        let left = timeoutMs;
+        if (typeof source !== 'string') {
+          const started = performance.now();
+          try {
+            bearer = await withinMs(source(), timeoutMs);
+          } catch (err) {
+            // Refused: permanent. Anything else (no answer, 5xx) is thrown on: the guard retries it.
+            if (isTokenRefused(err)) return permanent('provider_auth_failed', err.message);
+            if (err === TOO_LATE) return retry('timeout', { detail: 'no FCM access token within the deadline' });
+            throw err;
+          }
+          left = Math.floor(timeoutMs - (performance.now() - started));
+          if (left < 1) return retry('timeout', { detail: 'no time left after getting the FCM access token' });
         }
-        const left = Math.floor(timeoutMs - (performance.now() - started));
-        if (left < 1) return retry('timeout', { detail: 'no time left after getting the FCM access token' });
         const answer = await http.request({
           method: 'POST',
           path,
@@ -113,13 +115,13 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
           timeoutMs: left,
         });
         if (isFailure(answer)) return retry(answer.failed, { detail: answer.detail });
-        if (answer.status === 401 && token.invalidate) {
-          const age = token.ageMs?.(bearer);
+        if (answer.status === 401 && typeof source !== 'string' && source.invalidate) {
+          const age = source.ageMs?.(bearer);
           if (age !== undefined && age < FRESH_TOKEN_MS) {
             return permanent('provider_auth_failed', `FCM 401 for an access token minted ${Math.round(age / 1000)} s ago`);
           }
           // A token FCM no longer takes (revoked, or expired early): mint another for the retry.
-          token.invalidate(bearer);
+          source.invalidate(bearer);
           return retry('provider_error', { detail: 'FCM 401: the access token was refused; a new one is minted for the retry' });
         }
         return classifyFcm(answer, msg.to, deps.clock);

@@ -1,6 +1,7 @@
 /**
  * User profiles (issue 7, item 3): a recipient's email, phone (E.164), locale and IANA timezone,
- * written through `PUT /api/v1/users/{user_id}/profile` and read by routing with {@link getProfile}.
+ * written through `PUT /api/v1/users/{user_id}/profile` and read by the delivery worker with
+ * {@link getProfiles} (one query per fetched batch).
  */
 import { loadProfile, loadProfiles, type Queryable, type StoredProfile } from './store.js';
 import type { Profile } from './profile.js';

@@ -12,12 +12,11 @@
 import { errors as joseErrors, jwtVerify } from 'jose';
 import type { KeyObject } from 'node:crypto';
 import type { EdgeOptions, Reply, RequestContext } from '../../shared/http.js';
-import { FCM_SCOPE } from '../../shared/service-account.js';
+import { FCM_SCOPE, JWT_BEARER_GRANT } from '../../shared/service-account.js';
 import { route } from '../../shared/http.js';
 import type { TemplatedApp } from '../../shared/uws.js';
 import type { SandboxCore } from './core.js';
 
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const TOKEN_LIFETIME_S = 3599;
 
 /** The service account whose assertions the sandbox accepts. */
@@ -51,13 +50,23 @@ export class MintedTokens {
 const refuse = (error: string, description: string): Reply => ({ status: 400, body: { error, error_description: description } });
 
 export function googleOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, core: SandboxCore): void {
-  route(app, 'post', '/token', (ctx) => exchange(core, ctx), edge);
+  route(
+    app,
+    'post',
+    '/token',
+    async (ctx) => {
+      const reply = await exchange(core, ctx);
+      core.count('push', 'oauth', reply.status === 200 ? 'accepted' : 'rejected');
+      return reply;
+    },
+    edge,
+  );
 }
 
 async function exchange(core: SandboxCore, ctx: RequestContext): Promise<Reply> {
   const account = core.credentials.fcmServiceAccount;
   const form = new URLSearchParams(ctx.body.toString('utf8'));
-  if (form.get('grant_type') !== JWT_BEARER) return refuse('unsupported_grant_type', 'Invalid grant_type');
+  if (form.get('grant_type') !== JWT_BEARER_GRANT) return refuse('unsupported_grant_type', 'Invalid grant_type');
   if (!account) return refuse('invalid_client', 'The sandbox has no service account (FCM_SERVICE_ACCOUNT_FILE)');
   const assertion = form.get('assertion') ?? '';
   let claims;
@@ -70,7 +79,6 @@ async function exchange(core: SandboxCore, ctx: RequestContext): Promise<Reply> 
       clockTolerance: 60,
     }));
   } catch (err) {
-    core.count('push', 'oauth', 'rejected');
     if (err instanceof joseErrors.JWSSignatureVerificationFailed) return refuse('invalid_grant', 'Invalid JWT Signature.');
     if (err instanceof joseErrors.JWTExpired)
       return refuse('invalid_grant', 'Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.');
@@ -84,6 +92,5 @@ async function exchange(core: SandboxCore, ctx: RequestContext): Promise<Reply> 
   const token = core.newId('ya29.sandbox-');
   const now = core.clock.now();
   core.mintedTokens.add(token, now + TOKEN_LIFETIME_S * 1000, now);
-  core.count('push', 'oauth', 'accepted');
   return { status: 200, body: { access_token: token, expires_in: TOKEN_LIFETIME_S, token_type: 'Bearer' } };
 }

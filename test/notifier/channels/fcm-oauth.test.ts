@@ -260,6 +260,13 @@ t.test('the sandbox token endpoint checks the grant, the signer, the scope and t
     status: 200,
     body: { access_token: /^ya29\.sandbox-/, expires_in: 3599, token_type: 'Bearer' },
   });
+  const metrics = await (await fetch(`${s.url}/metrics`)).text();
+  t.match(
+    metrics,
+    /sandbox_requests_total\{channel="push",provider="oauth",outcome="rejected",service="sandbox"\} 5\b/,
+    'every refusal counted',
+  );
+  t.match(metrics, /sandbox_requests_total\{channel="push",provider="oauth",outcome="accepted",service="sandbox"\} 1\b/);
 });
 
 t.test('configured by FCM_SERVICE_ACCOUNT_FILE and FCM_TOKEN_URL, both push providers send with minted tokens', async (t) => {
