@@ -1,14 +1,16 @@
 /**
  * The sidecar's data plane: every request on :8080, all methods and paths.
  *
- * route → subject → ownership → admission → 429/503, or proxy upstream. Everything needed from
- * uWS's `req` is read before the first await (it is stack-allocated and dies with the callback);
- * `onAborted` is registered before any async work; writes are corked. With the in-memory counter
- * store and an API key, the whole decision is synchronous.
+ * canonical target → header framing → route → body limit → subject → ownership → admission →
+ * 429/503, or proxy upstream with the canonical path. Everything needed from uWS's `req` is read
+ * before the first await (it is stack-allocated and dies with the callback); `onAborted` is
+ * registered before any async work; writes are corked. With the in-memory counter store and an
+ * API key or an address, the whole decision is synchronous.
  *
- * Responses made before a subject's quota is consulted (no route 404, 401, 403, 413) carry no
- * rate-limit headers: there are no numbers of the caller's to report. Every response after
- * admission, admitted or denied, carries them.
+ * Responses made before a subject's quota is consulted (400, 401, 403, 404, 413, 414, 431, 501)
+ * carry no rate-limit headers and charge nothing: there are no numbers of the caller's to report.
+ * Malformed requests (400 other than credentials, 414, 431, 501) are answered with
+ * `Connection: close`. Every response after admission, admitted or denied, carries the headers.
  */
 import { Buffer } from 'node:buffer';
 import type { Dispatcher } from 'undici';
@@ -20,8 +22,19 @@ import type { Verifier } from '../shared/jwt/index.js';
 import type { InFlight } from '../shared/http.js';
 import type { LimitParams } from './admission/limit.js';
 import { connectionTokens, dropRequestHeader, Exchange, RequestBodyStream, writeProblem, type Upstreams } from './proxy.js';
+import { canonicalPath, queryRefusal } from './request-target.js';
 import { rateLimitHeaders } from './headers.js';
-import { bearerToken, ipCaller, keyCaller, ownerRefusal, tokenCaller, type Caller } from './subject.js';
+import {
+  BEARER_CHALLENGE,
+  bearerToken,
+  ipCaller,
+  isBearer,
+  keyCaller,
+  ONLY_BEARER,
+  ownerRefusal,
+  tokenCaller,
+  type Caller,
+} from './subject.js';
 import type { Gate, Outcome } from './gate.js';
 import type { CompiledQuota, QuotaCache } from './quota-cache.js';
 import type { Route, RouteTable } from './routes.js';
@@ -55,20 +68,126 @@ export interface DataPlaneOptions {
   bufferBodyBytes: number;
   /** Largest request header block (names + values), 431 above it. */
   maxHeaderBytes: number;
+  /** Longest request target (path and query), 414 above it. */
+  maxUrlBytes: number;
 }
 
-// forEachHeader target, set just before each call: avoids a closure per request.
-let collecting: string[] = [];
-let collectedBytes = 0;
-function collectHeader(name: string, value: string): void {
-  collectedBytes += name.length + value.length + 4;
-  if (!dropRequestHeader(name)) collecting.push(name, value);
+// The one pass over the request's headers (forEachHeader target, reset before each call: no
+// closure per request). It copies what is forwarded and notes what the framing checks, the
+// subject and the forwarding headers need.
+const scan = {
+  headers: [] as string[],
+  bytes: 0,
+  contentLength: '',
+  lengthConflict: false,
+  lengths: 0,
+  transferEncoding: '',
+  codings: 0,
+  host: '',
+  hosts: 0,
+  apiKey: '',
+  authorization: '',
+  connection: '',
+  forwardedFor: '',
+  forwarded: '',
+  forwardedHost: '',
+  forwardedProto: '',
+  forwardedPort: '',
+  badValue: false,
+};
+type Scan = typeof scan;
+
+function resetScan(): void {
+  scan.headers = [];
+  scan.bytes = 0;
+  scan.contentLength = '';
+  scan.lengthConflict = false;
+  scan.lengths = 0;
+  scan.transferEncoding = '';
+  scan.codings = 0;
+  scan.host = '';
+  scan.hosts = 0;
+  scan.apiKey = '';
+  scan.authorization = '';
+  scan.connection = '';
+  scan.forwardedFor = '';
+  scan.forwarded = '';
+  scan.forwardedHost = '';
+  scan.forwardedProto = '';
+  scan.forwardedPort = '';
+  scan.badValue = false;
+}
+
+const NON_ASCII = /[\u0080-\uffff]/;
+const join = (a: string, b: string): string => (a === '' ? b : `${a}, ${b}`);
+
+function scanHeader(name: string, value: string): void {
+  scan.bytes += name.length + value.length + 4;
+  let v = value;
+  // uWS decodes values as UTF-8; undici writes header strings as latin1. Re-encoding the UTF-8
+  // bytes as latin1 characters makes undici write the client's bytes exactly. Bytes that were
+  // not UTF-8 came to us as U+FFFD and cannot be restored: refused (README, "Known limitations").
+  if (NON_ASCII.test(v)) {
+    if (v.includes('\ufffd')) scan.badValue = true;
+    v = Buffer.from(v, 'utf8').toString('latin1');
+  }
+  switch (name) {
+    case 'content-length':
+      if (scan.lengths++ === 0) scan.contentLength = v;
+      else if (v !== scan.contentLength) scan.lengthConflict = true;
+      return;
+    case 'transfer-encoding':
+      scan.codings++;
+      scan.transferEncoding = join(scan.transferEncoding, v);
+      return;
+    case 'host':
+      scan.hosts++;
+      scan.host = v;
+      return;
+    case 'x-api-key':
+      scan.apiKey = value;
+      return;
+    case 'authorization':
+      scan.authorization = value;
+      break;
+    case 'connection':
+      scan.connection = join(scan.connection, v);
+      return;
+    case 'x-forwarded-for':
+      scan.forwardedFor = join(scan.forwardedFor, v);
+      return;
+    case 'forwarded':
+      scan.forwarded = join(scan.forwarded, v);
+      return;
+    case 'x-forwarded-host':
+      scan.forwardedHost = v;
+      return;
+    case 'x-forwarded-proto':
+      scan.forwardedProto = v;
+      return;
+    case 'x-forwarded-port':
+      scan.forwardedPort = v;
+      return;
+  }
+  if (!dropRequestHeader(name)) scan.headers.push(name, v);
+}
+
+const DIGITS = /^\d{1,15}$/;
+
+/** A `Forwarded` node or host value: a token as it is, anything else as a quoted-string (RFC 7239 §4). */
+function forwardedValue(v: string): string {
+  return /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v) ? v : `"${v.replace(/["\\]/g, '\\$&')}"`;
+}
+
+/** The client's address as a `Forwarded: for=` node: IPv6 in brackets, quoted (RFC 7239 §6). */
+function forwardedFor(ip: string): string {
+  return ip.includes(':') ? `"[${ip}]"` : ip;
 }
 
 const RATE_LIMITED = { code: 'rate_limited', detail: 'quota exceeded; retry after the time in Retry-After' } as const;
 const FAIL_CLOSED = { code: 'limiter_unavailable', detail: 'admission is unavailable and this route fails closed; retry later' } as const;
 
-const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
+const EMPTY: readonly string[] = [];
 
 /** Per-request state: created after routing, lives until the response ends. */
 class Pending {
@@ -93,7 +212,8 @@ class Pending {
     readonly query: string,
     readonly route: Route,
     readonly headers: string[],
-    readonly clientIp: string,
+    /** This route's body limit. */
+    readonly maxBody: number,
   ) {}
 
   abort(): void {
@@ -146,7 +266,7 @@ class Pending {
   private tooLarge(): void {
     if (this.bodyError) return;
     this.bodyError = 'body_too_large';
-    const detail = `the body is larger than ${this.plane.o.maxBodyBytes} bytes`;
+    const detail = `the body is larger than ${this.maxBody} bytes`;
     if (this.body instanceof RequestBodyStream) this.body.destroy(new Error('request body too large'));
     if (this.exchange) {
       // Already forwarding: the upstream's request is cut; the client gets the 413 unless part of
@@ -167,6 +287,8 @@ class Pending {
 export class DataPlane {
   /** Admission can be decided inside the uWS callback (in-process counters). */
   private readonly syncAdmission: boolean;
+  /** The port this plane listens on, for X-Forwarded-Port and Forwarded; set once listening. */
+  listenPort = 0;
   constructor(readonly o: DataPlaneOptions) {
     this.syncAdmission = o.gate.synchronous;
   }
@@ -180,25 +302,83 @@ export class DataPlane {
   }
 
   private onRequest(res: HttpResponse, req: HttpRequest): void {
-    const path = req.getUrl();
-    const route = this.o.routes.match(path);
-    if (route === undefined) {
-      writeProblem(res, 'no_route', `no upstream is configured for ${path}`, []);
+    // Everything that does not depend on the quota is decided first, and nothing is charged for a
+    // request refused here (README, "How the sidecar reads a request"): target length and form,
+    // header size and framing, route, body limit, credentials' form, ownership.
+    const rawPath = req.getUrl();
+    const query = req.getQuery() ?? '';
+    if (rawPath.length + query.length > this.o.maxUrlBytes) {
+      writeProblem(res, 'uri_too_long', `the request target is longer than ${this.o.maxUrlBytes} bytes`, EMPTY, true);
       return;
     }
+    const path = canonicalPath(rawPath);
+    if (typeof path !== 'string') {
+      writeProblem(res, 'bad_request_target', path.detail, EMPTY, true);
+      return;
+    }
+    if (query !== '') {
+      const bad = queryRefusal(query);
+      if (bad) {
+        writeProblem(res, 'bad_request_target', bad.detail, EMPTY, true);
+        return;
+      }
+    }
     const method = req.getCaseSensitiveMethod().toUpperCase();
-    const apiKey = req.getHeader('x-api-key');
-    const contentLength = req.getHeader('content-length');
-    const declared = contentLength === '' ? 0 : Number(contentLength);
+    resetScan();
+    req.forEachHeader(scanHeader);
+    const h: Scan = scan;
+    const framing = this.framingRefusal(h);
+    if (framing) {
+      writeProblem(res, framing.code, framing.detail, EMPTY, true);
+      return;
+    }
+    const route = this.o.routes.match(path);
+    if (route === undefined) {
+      writeProblem(res, 'no_route', `no upstream is configured for ${path}`, EMPTY);
+      return;
+    }
+    const declared = h.lengths === 0 ? 0 : Number(h.contentLength);
+    const chunked = h.codings > 0;
+    const maxBody = route.maxBody ?? this.o.maxBodyBytes;
+    if (declared > maxBody) {
+      writeProblem(res, 'body_too_large', `the body is larger than ${maxBody} bytes`, EMPTY);
+      return;
+    }
 
-    // Fast path: an API key with the in-process store is decided right here, synchronously; a
-    // refusal is written before any header is copied or any per-request state is allocated.
-    let early: { caller: Caller; outcome: Outcome } | undefined;
-    if (apiKey !== '' && this.syncAdmission && Number.isSafeInteger(declared) && declared >= 0 && declared <= this.o.maxBodyBytes) {
-      const caller = keyCaller(apiKey);
-      const d = this.decideFor(caller, route, method, path);
+    // The caller, as far as it can be known without waiting: an API key, an address, or a bearer
+    // token still to verify. A malformed or unaccepted credential is refused here.
+    let caller: Caller | undefined;
+    let token: string | undefined;
+    if (h.apiKey !== '') caller = keyCaller(h.apiKey);
+    else if (h.authorization !== '' && isBearer(h.authorization)) {
+      try {
+        token = bearerToken(h.authorization);
+      } catch (err) {
+        this.writeError(res, err);
+        return;
+      }
+    } else if (route.auth === 'optional') {
+      caller = ipCaller(this.clientIp(res, h));
+    } else if (h.authorization !== '') {
+      writeProblem(res, 'invalid_token', ONLY_BEARER, BEARER_CHALLENGE);
+      return;
+    } else {
+      writeProblem(res, 'credentials_required', 'send an X-API-Key or an Authorization: Bearer access token', BEARER_CHALLENGE);
+      return;
+    }
+    if (token !== undefined && !this.o.verifier) {
+      writeProblem(res, 'invalid_token', 'bearer tokens are not accepted here (no key set configured)', EMPTY);
+      return;
+    }
+    const owner = this.o.routes.ownerOf(path);
+
+    // Fast path: with in-process counters a key or an address is decided right here; a refusal is
+    // written before any per-request state is allocated.
+    let early: Outcome | undefined;
+    if (caller !== undefined && this.syncAdmission) {
+      const d = this.decideFor(caller, route, method, path, owner);
       if (d instanceof PlatformError) {
-        writeProblem(res, d.code, d.detail ?? d.message, []);
+        this.writeError(res, d);
         return;
       }
       if (!(d instanceof Promise)) {
@@ -208,93 +388,134 @@ export class DataPlane {
           writeProblem(res, r.code, r.detail, rl);
           return;
         }
-        early = { caller, outcome: d };
+        early = d;
       }
     }
 
-    const query = req.getQuery() ?? '';
-    const authorization = apiKey === '' ? req.getHeader('authorization') : '';
-    const transferEncoding = req.getHeader('transfer-encoding');
-    const forwardedFor = req.getHeader('x-forwarded-for');
-    const host = req.getHeader('host');
-    const connection = req.getHeader('connection');
-    let headers: string[] = [];
-    collecting = headers;
-    collectedBytes = 0;
-    req.forEachHeader(collectHeader);
-    collecting = [];
-    if (collectedBytes > this.o.maxHeaderBytes) {
-      writeProblem(res, 'headers_too_large', `the request headers are larger than ${this.o.maxHeaderBytes} bytes`, []);
-      return;
-    }
-    if (connection !== '') {
+    let headers = h.headers;
+    if (h.connection !== '') {
       // Headers the client named in Connection are for this hop only (RFC 9110 §7.6.1).
-      const listed = connectionTokens(connection);
+      const listed = connectionTokens(h.connection);
       if (listed) headers = headers.filter((_v, i, a) => !listed.has(a[i - (i % 2)]!));
     }
-
-    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
-    const clientIp = this.o.trustProxy && forwardedFor !== '' ? forwardedFor.split(',')[0]!.trim() : peer;
-    headers.push('x-forwarded-for', forwardedFor === '' ? peer : `${forwardedFor}, ${peer}`, 'x-forwarded-proto', 'http');
-    if (host !== '') headers.push('x-forwarded-host', host);
+    this.forwardingHeaders(res, h, headers);
 
     this.o.inFlight.inc();
-    const p = new Pending(this, res, method, path, query, route, headers, clientIp);
+    const p = new Pending(this, res, method, path, query, route, headers, maxBody);
     res.onAborted(() => p.abort());
 
-    const chunked = transferEncoding !== '';
-    if (!Number.isSafeInteger(declared) || declared < 0) {
-      this.refuse(p, 'bad_request', 'Content-Length is not a valid length', []);
-      return;
-    }
-    if (declared > this.o.maxBodyBytes) {
-      this.refuse(p, 'body_too_large', `the body is larger than ${this.o.maxBodyBytes} bytes`, []);
-      return;
-    }
-    if (declared > 0 || chunked || !BODYLESS_METHODS.has(method)) {
-      if (declared > 0 || chunked) p.readBody(declared, chunked, this.o.bufferBodyBytes, this.o.maxBodyBytes);
+    if (declared > 0 || chunked) {
+      p.readBody(declared, chunked, this.o.bufferBodyBytes, maxBody);
       // A streamed body of known length keeps it; a chunked one is sent chunked by undici itself.
-      if (!chunked && declared > this.o.bufferBodyBytes) p.headers.push('content-length', contentLength);
+      if (!chunked && declared > this.o.bufferBodyBytes) p.headers.push('content-length', h.contentLength);
     }
 
     if (early) {
-      this.respond(p, early.caller, early.outcome);
-    } else if (apiKey !== '') {
-      this.admitCaller(p, keyCaller(apiKey));
-    } else if (authorization !== '') {
-      let token: string;
-      try {
-        token = bearerToken(authorization);
-      } catch (err) {
-        this.refuseError(p, err);
-        return;
-      }
-      if (!this.o.verifier) {
-        this.refuse(p, 'invalid_token', 'bearer tokens are not accepted here (no key set configured)', []);
-        return;
-      }
-      this.o.verifier.verifyAccessToken(token).then(
+      this.respond(p, caller!, early);
+    } else if (caller !== undefined) {
+      this.admitCaller(p, caller, owner);
+    } else {
+      this.o.verifier!.verifyAccessToken(token!).then(
         (claims) => {
-          if (!p.aborted) this.admitCaller(p, tokenCaller(claims));
+          if (!p.aborted) this.admitCaller(p, tokenCaller(claims), owner);
         },
         (err: unknown) => {
           if (!p.aborted) this.refuseError(p, err);
         },
       );
-    } else if (route.auth === 'optional') {
-      this.admitCaller(p, ipCaller(clientIp));
-    } else {
-      this.refuse(p, 'credentials_required', 'send an X-API-Key or an Authorization: Bearer access token', ['www-authenticate', 'Bearer']);
     }
+  }
+
+  /**
+   * RFC 9112 §6.3 framing, and the one Host: what another parser in front of or behind us could
+   * read differently is refused, and the connection closed (README, "How the sidecar reads a
+   * request", says which layer enforces which rule).
+   */
+  private framingRefusal(h: Scan): { code: ErrorCode; detail: string } | undefined {
+    if (h.bytes > this.o.maxHeaderBytes)
+      return { code: 'headers_too_large', detail: `the request headers are larger than ${this.o.maxHeaderBytes} bytes` };
+    if (h.lengthConflict) return { code: 'bad_framing', detail: 'the request has Content-Length headers with different values' };
+    if (h.lengths > 0 && !DIGITS.test(h.contentLength)) return { code: 'bad_framing', detail: 'Content-Length is not a valid length' };
+    if (h.codings > 0) {
+      if (h.lengths > 0) return { code: 'bad_framing', detail: 'the request has both Transfer-Encoding and Content-Length' };
+      if (h.codings > 1 || h.transferEncoding.trim().toLowerCase() !== 'chunked')
+        return { code: 'transfer_coding_not_implemented', detail: 'Transfer-Encoding must be exactly "chunked"' };
+    }
+    if (h.hosts !== 1) return { code: 'bad_framing', detail: 'the request must have exactly one Host header' };
+    if (h.badValue) return { code: 'bad_header', detail: 'a header value holds bytes that are not UTF-8' };
+    return undefined;
+  }
+
+  /** The address a request is limited by: the peer, or with LIMITER_TRUST_PROXY the address the trusted proxy appended. */
+  private clientIp(res: HttpResponse, h: Scan): string {
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+    if (!this.o.trustProxy || h.forwardedFor === '') return peer;
+    // One trusted hop: the last entry is the one it added; the ones before it are the client's word.
+    const last = h.forwardedFor.slice(h.forwardedFor.lastIndexOf(',') + 1).trim();
+    return last === '' ? peer : last;
+  }
+
+  /**
+   * X-Forwarded-For/-Host/-Proto/-Port and Forwarded: the sidecar's own. The client's are dropped,
+   * unless LIMITER_TRUST_PROXY says a proxy in front wrote them; then ours are appended to them.
+   */
+  private forwardingHeaders(res: HttpResponse, h: Scan, headers: string[]): void {
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const port = String(this.listenPort);
+    const node = `for=${forwardedFor(peer)};host=${forwardedValue(h.host)};proto=http`;
+    if (this.o.trustProxy) {
+      headers.push(
+        'x-forwarded-for',
+        join(h.forwardedFor, peer),
+        'x-forwarded-host',
+        h.forwardedHost !== '' ? h.forwardedHost : h.host,
+        'x-forwarded-proto',
+        h.forwardedProto !== '' ? h.forwardedProto : 'http',
+        'x-forwarded-port',
+        h.forwardedPort !== '' ? h.forwardedPort : port,
+        'forwarded',
+        join(h.forwarded, node),
+      );
+    } else {
+      headers.push(
+        'x-forwarded-for',
+        peer,
+        'x-forwarded-host',
+        h.host,
+        'x-forwarded-proto',
+        'http',
+        'x-forwarded-port',
+        port,
+        'forwarded',
+        node,
+      );
+    }
+  }
+
+  private writeError(res: HttpResponse, err: unknown): void {
+    if (isPlatformError(err)) {
+      const extra: string[] = [];
+      if (err.headers) for (const [k, v] of Object.entries(err.headers)) extra.push(k, v);
+      writeProblem(res, err.code, err.detail ?? err.message, extra);
+      return;
+    }
+    this.o.log.error({ err }, 'request failed unexpectedly');
+    writeProblem(res, 'internal', 'internal error', EMPTY);
   }
 
   /**
    * The admission decision for a caller on a route: an ownership refusal, or the gate's outcome
    * (synchronous with the in-memory store and API keys or addresses; a promise otherwise).
    */
-  private decideFor(caller: Caller, route: Route, method: string, path: string): PlatformError | Outcome | Promise<Outcome> {
-    if (route.ownerCheck) {
-      const refusal = ownerRefusal(path, caller, this.o.serviceRoles);
+  private decideFor(
+    caller: Caller,
+    route: Route,
+    method: string,
+    path: string,
+    owner: string | undefined,
+  ): PlatformError | Outcome | Promise<Outcome> {
+    if (owner !== undefined) {
+      const refusal = ownerRefusal(owner, caller, this.o.serviceRoles);
       if (refusal) return refusal;
     }
     this.o.hotKeys.record(caller.subject);
@@ -319,8 +540,8 @@ export class DataPlane {
     return this.o.gate.admit(caller.subject, quota, limit, route.class, routeLabel, method, path);
   }
 
-  private admitCaller(p: Pending, caller: Caller): void {
-    const d = this.decideFor(caller, p.route, p.method, p.path);
+  private admitCaller(p: Pending, caller: Caller, owner: string | undefined): void {
+    const d = this.decideFor(caller, p.route, p.method, p.path, owner);
     if (d instanceof PlatformError) {
       this.refuseError(p, d);
     } else if (d instanceof Promise) {

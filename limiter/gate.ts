@@ -79,6 +79,14 @@ interface LastKnown {
 
 const LAST_KNOWN_TTL_MS = 30_000;
 
+/**
+ * The `X-RateLimit-Limit` of a quota when no store has answered: what the store would report, the
+ * bucket's capacity for bucket algorithms and the rate per window for window algorithms.
+ */
+export function quotaLimit(l: LimitParams): number {
+  return l.algorithm === 'token_bucket' || l.algorithm === 'leaky_bucket' ? l.burst : l.rate;
+}
+
 export class Gate {
   private readonly lastKnown = new LRUCache<string, LastKnown>({ max: 100_000, ttl: LAST_KNOWN_TTL_MS, ttlAutopurge: false });
   private readonly emergencyLimits = new WeakMap<LimitParams, LimitParams>();
@@ -163,7 +171,7 @@ export class Gate {
     if (failMode === 'closed') {
       const figures: Decision = {
         allowed: false,
-        limit: known?.limit ?? req.limit.burst,
+        limit: known?.limit ?? quotaLimit(req.limit),
         remaining: known?.remaining ?? 0,
         resetAtMs: known?.resetAtMs ?? now + this.o.breaker.retryAfterMs(),
         retryAfterMs: Math.max(1000, this.o.breaker.retryAfterMs()),
@@ -173,7 +181,7 @@ export class Gate {
     const r = this.o.emergency.admit({ key: req.key, limit: this.emergencyLimit(req.limit), global: undefined, cost: req.cost });
     const figures: Decision = {
       allowed: r.allowed,
-      limit: known?.limit ?? req.limit.burst,
+      limit: known?.limit ?? quotaLimit(req.limit),
       remaining: known ? Math.min(known.remaining, r.remaining) : r.remaining,
       resetAtMs: known?.resetAtMs ?? r.resetAtMs,
       retryAfterMs: r.retryAfterMs,
@@ -238,7 +246,7 @@ export class Gate {
     const perTokenMs = Math.ceil(limit.intervalMs / limit.rate);
     const figures: Decision = {
       allowed: false,
-      limit: limit.algorithm === 'token_bucket' || limit.algorithm === 'leaky_bucket' ? limit.burst : limit.rate,
+      limit: quotaLimit(limit),
       remaining: 0,
       resetAtMs: now + Math.ceil((limit.burst * limit.intervalMs) / limit.rate),
       retryAfterMs: Math.max(1000, Math.ceil(perTokenMs / 1000) * 1000),

@@ -87,6 +87,10 @@ export function dropRequestHeader(lowerName: string): boolean {
     lowerName.startsWith('x-subject') ||
     lowerName === 'x-api-key' ||
     lowerName === 'x-forwarded-for' ||
+    lowerName === 'x-forwarded-host' ||
+    lowerName === 'x-forwarded-proto' ||
+    lowerName === 'x-forwarded-port' ||
+    lowerName === 'forwarded' ||
     // `Expect: 100-continue` is between the client and us (uWS answers it); undici refuses to send it.
     lowerName === 'expect'
   );
@@ -102,17 +106,22 @@ const problemBodies = new Map<string, { status: string; body: string; code: numb
 let problemRes: HttpResponse;
 let problemEntry: { status: string; body: string; code: number };
 let problemHeaders: readonly string[];
+let problemClose = false;
 function corkedProblem(): void {
   const res = problemRes;
   res.writeStatus(problemEntry.status);
   res.writeHeader('content-type', PROBLEM_CONTENT_TYPE);
   const h = problemHeaders;
   for (let i = 0; i < h.length; i += 2) res.writeHeader(h[i]!, h[i + 1]!);
-  res.end(problemEntry.body);
+  // uWS writes `Connection: close` and closes after the body when asked to.
+  res.end(problemEntry.body, problemClose);
 }
 
-/** Writes a problem+json error with the rate-limit headers already computed for this request. */
-export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string, extraHeaders: readonly string[]): number {
+/**
+ * Writes a problem+json error with the rate-limit headers already computed for this request;
+ * `close` ends the connection after it (a request whose framing could not be trusted).
+ */
+export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string, extraHeaders: readonly string[], close = false): number {
   const key = code + '\u0000' + detail;
   let entry = problemBodies.get(key);
   if (!entry) {
@@ -124,6 +133,7 @@ export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string,
   problemRes = res;
   problemEntry = entry;
   problemHeaders = extraHeaders;
+  problemClose = close;
   res.cork(corkedProblem);
   return entry.code;
 }

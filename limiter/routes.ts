@@ -1,42 +1,68 @@
 /**
- * The route table: which upstream a path goes to, whether it needs credentials, and its class
- * (which decides the fail mode when a quota does not set one).
+ * The route table: which upstream a path goes to, and the route's options: whether it needs
+ * credentials, its class (which decides the fail mode when a quota does not set one), the
+ * ownership rule and the body limit.
  *
- * Matching is by longest path prefix on a segment boundary: `/orders` matches `/orders`,
- * `/orders/7` and `/orders?x=1`, never `/ordersx`. A path that matches no route gets 404
- * `no_route` before any admission work.
+ * Matching is by longest path prefix on a segment boundary, over the canonical path
+ * (limiter/request-target.ts): `/orders` matches `/orders` and `/orders/7`, never `/ordersx`. A
+ * path that matches no route gets 404 `no_route` before any admission work.
+ *
+ * Ownership is a property of the table, not of one entry: every `owner` prefix any route declares
+ * is checked against every request, whichever route matched it, so a longer route added under
+ * `/api/v1/users` cannot escape the rule. A configured route that repeats a default route's prefix
+ * overrides only the options it names; the others (the ownership rule above all) are inherited,
+ * and `owner=off` is the explicit way to drop one.
  */
 import { PlatformError } from '../shared/errors.js';
+import { bytes } from '../shared/config.js';
 
-/** Route classes and their default fail mode: see `defaultFailMode`. */
+/** Route classes and their default fail mode: see `defaultFailMode` in gate.ts. */
 export type RouteClass = 'default' | 'public_read' | 'auth' | 'payment' | 'sms';
 export type RouteAuth = 'required' | 'optional';
 
-export interface RouteSpec {
-  prefix: string;
-  upstream: string;
-  /** `optional`: callers without credentials are admitted under a coarse per-IP cap. */
+export interface RouteOptions {
+  /**
+   * `required`: the caller presents an API key or a bearer token the sidecar verifies (else 401).
+   * `optional`: callers without them are admitted under a coarse per-IP cap, and an Authorization
+   * header of another scheme (Basic client credentials, say) is the upstream's business and is
+   * forwarded untouched; a Bearer token there is still verified.
+   */
   auth: RouteAuth;
   class: RouteClass;
-  /** Paths under `/api/v1/users/{user_id}/` must be that user's (or a service role's). */
-  ownerCheck?: boolean;
+  /**
+   * Paths under `<owner>/{id}/…` (and `<owner>/{id}` itself) belong to user `{id}`: only that user
+   * or a service role may call them. Undefined: no rule declared by this route.
+   */
+  owner: string | undefined;
+  /** Largest request body on this route, bytes; undefined: LIMITER_MAX_BODY. */
+  maxBody: number | undefined;
 }
 
-export interface Route extends RouteSpec {
+export interface RouteSpec extends Partial<RouteOptions> {
+  prefix: string;
+  upstream: string;
+}
+
+export interface Route extends RouteOptions {
+  prefix: string;
+  upstream: string;
   /** Index into the upstream pool list. */
   upstreamIndex: number;
 }
 
 const CLASSES: readonly RouteClass[] = ['default', 'public_read', 'auth', 'payment', 'sms'];
 
+/** The ownership rule of the default table: seed 000's `/api/v1/users/{user_id}/…`. */
+export const USERS_OWNER = '/api/v1/users';
+
 /**
- * The default table of DESIGN.md: `/api/v1` to the notifier, identity's paths to identity. Signup,
- * login, token, authorize, device and well-known take no credentials (per-IP cap); `/userinfo`,
- * orders and checkout need them.
+ * The default table (README, "Routes"): `/api/v1` to the notifier, identity's paths to identity.
+ * Signup, login, token, authorize, device and well-known take no credentials (per-IP cap);
+ * `/userinfo`, orders and checkout need them.
  */
 export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSpec[] {
   return [
-    { prefix: '/api/v1', upstream: notifierUrl, auth: 'required', class: 'default', ownerCheck: true },
+    { prefix: '/api/v1', upstream: notifierUrl, auth: 'required', class: 'default', owner: USERS_OWNER },
     { prefix: '/api/v1/track', upstream: notifierUrl, auth: 'optional', class: 'public_read' },
     { prefix: '/auth', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/authorize', upstream: identityUrl, auth: 'optional', class: 'auth' },
@@ -50,9 +76,13 @@ export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSp
   ];
 }
 
+const OPTION_HELP = `auth=required|optional, class=${CLASSES.join('|')}, owner=/prefix|off, body=<size>`;
+
 /**
  * Parses `LIMITER_ROUTES`: comma-separated `prefix=url` entries, each optionally followed by
- * `;auth=optional` and/or `;class=<class>`. Example: `/v1=http://127.0.0.1:3000;class=public_read`.
+ * `;name=value` options: `auth`, `class`, `owner` (`off` drops an inherited rule) and `body` (a
+ * size such as `50mb`). Example: `/v1=http://127.0.0.1:3000;class=public_read;body=1mb`.
+ * Options not named are left undefined, to be inherited or defaulted by the table.
  */
 export function parseRoutes(raw: string): RouteSpec[] {
   const out: RouteSpec[] = [];
@@ -73,12 +103,24 @@ export function parseRoutes(raw: string): RouteSpec[] {
     }
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`route "${prefix}": upstream must be http or https`);
     if (u.pathname !== '/' && u.pathname !== '') throw new Error(`route "${prefix}": upstream must be an origin without a path`);
-    const spec: RouteSpec = { prefix, upstream: u.origin, auth: 'required', class: 'default' };
+    const spec: RouteSpec = { prefix, upstream: u.origin };
     for (const o of opts) {
-      const [k, v] = o.split('=').map((s) => s.trim());
+      const at = o.indexOf('=');
+      const k = (at < 0 ? o : o.slice(0, at)).trim();
+      const v = at < 0 ? '' : o.slice(at + 1).trim();
       if (k === 'auth' && (v === 'required' || v === 'optional')) spec.auth = v;
-      else if (k === 'class' && (CLASSES as readonly string[]).includes(v ?? '')) spec.class = v as RouteClass;
-      else throw new Error(`route "${prefix}": unknown option "${o}" (auth=required|optional, class=${CLASSES.join('|')})`);
+      else if (k === 'class' && (CLASSES as readonly string[]).includes(v)) spec.class = v as RouteClass;
+      else if (k === 'owner' && v === 'off') spec.owner = 'off';
+      else if (k === 'owner' && v.startsWith('/')) {
+        spec.owner = normalizePrefix(v);
+        if (!underPrefix(spec.owner, prefix)) throw new Error(`route "${prefix}": owner ${spec.owner} must lie under the route's prefix`);
+      } else if (k === 'body') {
+        try {
+          spec.maxBody = bytes(v);
+        } catch {
+          throw new Error(`route "${prefix}": body "${v}" is not a size (e.g. 512kb, 50mb)`);
+        }
+      } else throw new Error(`route "${prefix}": unknown option "${o}" (${OPTION_HELP})`);
     }
     out.push(spec);
   }
@@ -92,39 +134,90 @@ function normalizePrefix(p: string): string {
   return s;
 }
 
+/** True when `path` is `prefix` or lies under it on a segment boundary. */
+function underPrefix(path: string, prefix: string): boolean {
+  if (prefix === '/') return true;
+  if (!path.startsWith(prefix)) return false;
+  const next = path.charCodeAt(prefix.length);
+  return Number.isNaN(next) || next === 47;
+}
+
 /** Longest-prefix matcher over a fixed table. Built once at start. */
 export class RouteTable {
   readonly routes: readonly Route[];
   readonly upstreams: readonly string[];
+  /** Every ownership prefix declared by any route, applied to every request. */
+  readonly owners: readonly string[];
   private readonly byLength: Route[];
 
-  /** Later specs override earlier ones with the same prefix (configured routes override defaults). */
+  /**
+   * Later specs override earlier ones with the same prefix (configured routes override defaults),
+   * option by option: what a later spec leaves undefined is kept from the earlier one.
+   */
   constructor(specs: RouteSpec[]) {
     const byPrefix = new Map<string, RouteSpec>();
-    for (const s of specs) byPrefix.set(normalizePrefix(s.prefix), { ...s, prefix: normalizePrefix(s.prefix) });
+    for (const s of specs) {
+      const prefix = normalizePrefix(s.prefix);
+      const before = byPrefix.get(prefix);
+      byPrefix.set(prefix, {
+        prefix,
+        upstream: s.upstream,
+        auth: s.auth ?? before?.auth,
+        class: s.class ?? before?.class,
+        owner: s.owner ?? before?.owner,
+        maxBody: s.maxBody ?? before?.maxBody,
+      });
+    }
     const upstreams: string[] = [];
     const routes: Route[] = [];
+    const owners = new Set<string>();
     for (const s of byPrefix.values()) {
       let i = upstreams.indexOf(s.upstream);
       if (i < 0) i = upstreams.push(s.upstream) - 1;
-      routes.push({ ...s, upstreamIndex: i });
+      const owner = s.owner === 'off' ? undefined : s.owner;
+      if (owner !== undefined) owners.add(owner);
+      routes.push({
+        prefix: s.prefix,
+        upstream: s.upstream,
+        upstreamIndex: i,
+        auth: s.auth ?? 'required',
+        class: s.class ?? 'default',
+        owner,
+        maxBody: s.maxBody,
+      });
     }
     this.routes = routes;
     this.upstreams = upstreams;
+    this.owners = [...owners].sort((a, b) => b.length - a.length);
     this.byLength = [...routes].sort((a, b) => b.prefix.length - a.prefix.length);
   }
 
-  /** The route for a path (without query), or undefined. */
+  /** The route for a canonical path (without query), or undefined. */
   match(path: string): Route | undefined {
     const list = this.byLength;
     for (let i = 0; i < list.length; i++) {
       const r = list[i]!;
-      const p = r.prefix;
-      if (p === '/') return r;
-      if (path.startsWith(p)) {
-        const next = path.charCodeAt(p.length);
-        // NaN (end of string), '/' or '?' keep the match on a segment boundary.
-        if (Number.isNaN(next) || next === 47 || next === 63) return r;
+      if (underPrefix(path, r.prefix)) return r;
+    }
+    return undefined;
+  }
+
+  /**
+   * The user a canonical path belongs to under the ownership rules (`<owner>/{id}` or below), or
+   * undefined when no rule covers it. The id is percent-decoded as the upstream's router decodes
+   * a path parameter.
+   */
+  ownerOf(path: string): string | undefined {
+    const owners = this.owners;
+    for (let i = 0; i < owners.length; i++) {
+      const o = owners[i]!;
+      if (path.length <= o.length + 1 || !path.startsWith(o) || path.charCodeAt(o.length) !== 47) continue;
+      const end = path.indexOf('/', o.length + 1);
+      const raw = path.slice(o.length + 1, end < 0 ? undefined : end);
+      try {
+        return decodeURIComponent(raw);
+      } catch {
+        return raw;
       }
     }
     return undefined;

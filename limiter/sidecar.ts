@@ -210,6 +210,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     ...(deps.jwks ? { keys: deps.jwks } : { jwksUrl: config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json` }),
     clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
     jwksCooldownMs: config.JWKS_REFETCH_COOLDOWN,
+    jwksRefreshIntervalMs: config.JWKS_REFRESH_INTERVAL,
     clock,
     log,
   });
@@ -244,6 +245,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     maxBodyBytes: config.LIMITER_MAX_BODY,
     bufferBodyBytes: config.LIMITER_BUFFER_BODY,
     maxHeaderBytes: config.LIMITER_MAX_HEADERS_SIZE,
+    maxUrlBytes: config.LIMITER_MAX_URL,
   });
 
   const app = App();
@@ -271,6 +273,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
   const data = await listen(app, config.HOST, config.LIMITER_PORT).catch((err: unknown) => {
     throw Object.assign(new Error(`port ${config.LIMITER_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
   });
+  plane.listenPort = data.port;
   let adminSock;
   try {
     adminSock = await listen(admin, config.HOST, config.LIMITER_ADMIN_PORT);

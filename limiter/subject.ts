@@ -42,6 +42,18 @@ export function ipCaller(address: string): Caller {
   return { kind: 'ip', subject: 'ip:' + address, role: 'anonymous', userId: undefined, plan: undefined };
 }
 
+/** True when an Authorization header uses the Bearer scheme (the one the sidecar verifies). */
+export function isBearer(authorization: string): boolean {
+  return (
+    authorization.length >= 6 &&
+    authorization.slice(0, 6).toLowerCase() === 'bearer' &&
+    (authorization.length === 6 || authorization[6] === ' ')
+  );
+}
+
+export const BEARER_CHALLENGE: readonly string[] = ['www-authenticate', 'Bearer'];
+export const ONLY_BEARER = 'this route takes an X-API-Key or an Authorization: Bearer access token; other schemes are not accepted';
+
 /** The token of an `Authorization: Bearer <token>` header; a malformed header is a 401. */
 export function bearerToken(authorization: string): string {
   const sp = authorization.indexOf(' ');
@@ -55,22 +67,13 @@ export function bearerToken(authorization: string): string {
   });
 }
 
-const USERS_PREFIX = '/api/v1/users/';
-
 /**
- * Routes under `/api/v1/users/{user_id}/...` belong to that user: the caller must be the user
- * (a token whose `sub` is `user_id`) or hold a service role. Returns the refusal, or undefined.
+ * A path the route table's ownership rule gives to user `owner` (RouteTable.ownerOf) may be called
+ * by that user (a token whose `sub` is `owner`), an API key, or a service role. Returns the
+ * refusal, or undefined.
  */
-export function ownerRefusal(path: string, caller: Caller, serviceRoles: readonly string[]): PlatformError | undefined {
-  if (!path.startsWith(USERS_PREFIX)) return undefined;
+export function ownerRefusal(owner: string, caller: Caller, serviceRoles: readonly string[]): PlatformError | undefined {
   if (caller.kind === 'key' || serviceRoles.includes(caller.role)) return undefined;
-  const end = path.indexOf('/', USERS_PREFIX.length);
-  let id = path.slice(USERS_PREFIX.length, end < 0 ? undefined : end);
-  try {
-    id = decodeURIComponent(id);
-  } catch {
-    // leave it encoded: it will not equal a user id
-  }
-  if (caller.userId !== undefined && caller.userId === id) return undefined;
+  if (caller.userId !== undefined && caller.userId === owner) return undefined;
   return new PlatformError('forbidden', { detail: 'this resource belongs to another user' });
 }

@@ -356,10 +356,17 @@ export const ENV = {
     description: 'Largest request header block (names and values) the sidecar accepts (431 above it)',
     parse: bytes,
   }),
+  LIMITER_MAX_URL: v({
+    default: '8kb',
+    services: ['limiter'],
+    description: 'Longest request target (path and query) the sidecar accepts (414 above it)',
+    parse: bytes,
+  }),
   LIMITER_TRUST_PROXY: v({
     default: 'false',
     services: ['limiter'],
-    description: 'Take the client address from X-Forwarded-For (only behind a trusted load balancer)',
+    description:
+      'One trusted proxy in front: limit by the address it appended to X-Forwarded-For, and append to its X-Forwarded-*/Forwarded headers instead of replacing them',
     parse: bool,
   }),
   LIMITER_SERVICE_ROLES: v({
@@ -524,6 +531,13 @@ export const ENV = {
     services: ['limiter', 'control-plane', 'notifier'],
     description: 'An unknown kid refetches the key set at most once per this period',
     parse: duration,
+  }),
+  JWKS_REFRESH_INTERVAL: v({
+    default: '5s',
+    services: ['limiter'],
+    description:
+      'How often the sidecar refetches the key set in the background (If-None-Match; a 304 keeps it): a key revoked at identity stops verifying within this plus one fetch',
+    parse: (raw) => durationIn(raw, 1_000, 600_000, '1s', '10m'),
   }),
   // ── notifier (core: ingestion, queues, workers, tracking) ─────────────────
   NOTIFIER_WORKERS: v({

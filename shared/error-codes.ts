@@ -40,6 +40,11 @@ export const ERROR_CODES = {
   no_route: { status: 404, title: 'No upstream is configured for this path' },
   counter_store_timeout: { status: 503, title: 'The counter store did not answer within its deadline' },
   counter_store_unavailable: { status: 503, title: 'The counter store cannot be reached' },
+  bad_request_target: { status: 400, title: 'The request target cannot be read unambiguously' },
+  bad_framing: { status: 400, title: "The request's length or host is ambiguous" },
+  bad_header: { status: 400, title: 'A header cannot be forwarded exactly as received' },
+  uri_too_long: { status: 414, title: 'The request target is longer than allowed' },
+  transfer_coding_not_implemented: { status: 501, title: 'Transfer codings other than chunked are not supported' },
   // ── identity: event store, users and orders (issue 5) ────────────────────
   concurrency_conflict: { status: 409, title: 'The record changed since it was read; retry' },
   user_already_exists: { status: 409, title: 'A user with this id already exists' },
