@@ -2,17 +2,22 @@
  * The verifier's set of signing keys: static (a JWKS given in config) or remote (identity's
  * `/.well-known/jwks.json`), cached by kid.
  *
- * Remote fetching follows three rules:
- * - **Single flight.** At most one fetch is in progress; everyone who needs it awaits the same one.
- * - **Cooldown.** A fetch starts at most once per `cooldownMs`, whatever triggered it, so a flood
- *   of tokens with random kids costs one fetch per window, not one per token.
- * - **Stale is better than nothing.** The set is refreshed in the background once it is older
- *   than `maxAgeMs` (without delaying the verification that noticed), and a failed fetch keeps the
- *   last good set: when identity is down, tokens signed by known keys still verify. A successful
- *   fetch replaces the set whole, which is how a retired key stops verifying.
- *
- * No timers: every fetch is triggered by a caller, so there is nothing to leak or to stop beyond
- * aborting a fetch in flight.
+ * Remote fetching follows these rules:
+ * - **Background refresh.** Every `refreshIntervalMs` (a real, unref'd timer, stopped by
+ *   `close()`) the set is fetched again with `If-None-Match` carrying the ETag of the set we
+ *   hold: a 304 keeps the set and counts as fresh, a 200 replaces it. This is what bounds how long
+ *   a key deleted from identity's set (an emergency revocation) keeps verifying here: one interval
+ *   plus one fetch, whether or not any token arrives meanwhile.
+ * - **Single flight.** At most one fetch is in progress; everyone who needs it awaits the same one,
+ *   the timer included.
+ * - **Cooldown.** A fetch triggered by a caller (an unknown kid, a stale set, `ready()`) starts at
+ *   most once per `cooldownMs`, so a flood of tokens with random kids costs one fetch per window,
+ *   not one per token. Timer fetches are not counted: they come at their own fixed pace, so the
+ *   total is at most one fetch per interval plus one per cooldown.
+ * - **Stale is better than nothing.** The set is also refreshed (without delaying the verification
+ *   that noticed) once older than `maxAgeMs`, the safety net when the timer is off; a failed fetch
+ *   keeps the last good set: when identity is down, tokens signed by known keys still verify. A
+ *   successful 200 replaces the set whole, which is how a retired or revoked key stops verifying.
  */
 import type { Logger } from '../log.js';
 import { importPinnedKey, type JwksDocument, type PinnedKey } from './keys.js';
@@ -22,6 +27,8 @@ export interface KeySetOptions {
   keys?: JwksDocument;
   cooldownMs: number;
   maxAgeMs: number;
+  /** Background refresh period of a remote set, ms; 0: no timer (refreshed only when stale or on an unknown kid). */
+  refreshIntervalMs: number;
   fetchTimeoutMs: number;
   now: () => number;
   log?: Logger;
@@ -34,10 +41,12 @@ export const MAX_JWKS_KEYS = 64;
 
 export interface KeySetStats {
   keyIds: string[];
-  /** Clock time (epoch ms) of the last successful load, if any. */
+  /** Clock time (epoch ms) of the last successful load or 304 confirmation, if any. */
   loadedAtMs: number | undefined;
   fetches: number;
   fetchFailures: number;
+  /** Fetches answered 304 Not Modified (the set we hold is current). */
+  notModified: number;
 }
 
 export class KeySet {
@@ -48,7 +57,13 @@ export class KeySet {
   private lastError: Error | undefined;
   private fetches = 0;
   private fetchFailures = 0;
+  private notModified = 0;
+  /** Failed fetches in a row: the first is logged as a warning, the rest at debug until one succeeds. */
+  private failureStreak = 0;
+  /** The ETag of the 200 response whose set we hold; sent back as If-None-Match. */
+  private etag: string | undefined;
   private closed = false;
+  private timer: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
   private readonly initial: Promise<void>;
 
@@ -64,6 +79,10 @@ export class KeySet {
     }
     // ready() reports the first load's failure; nobody else has to observe it.
     this.initial.catch(() => undefined);
+    if (opts.jwksUrl && opts.refreshIntervalMs > 0) {
+      this.timer = setInterval(() => void this.refreshInBackground(), opts.refreshIntervalMs);
+      this.timer.unref();
+    }
   }
 
   get remote(): boolean {
@@ -109,13 +128,29 @@ export class KeySet {
     return this.keys.get(kid);
   }
 
-  /** Single-flight, cooled-down fetch. Resolves true when a fetch ran and installed a set. */
+  /**
+   * Single-flight, cooled-down fetch. Resolves true when a fetch ran and the set is current (a new
+   * set installed, or a 304 for the one held).
+   */
   refresh(): Promise<boolean> {
     if (this.inflight) return this.inflight;
-    const url = this.opts.jwksUrl;
     const now = this.opts.now();
-    if (!url || this.closed || now - this.lastAttemptAt < this.opts.cooldownMs) return Promise.resolve(false);
+    if (!this.opts.jwksUrl || this.closed || now - this.lastAttemptAt < this.opts.cooldownMs) return Promise.resolve(false);
     this.lastAttemptAt = now;
+    return this.startFetch(this.opts.jwksUrl);
+  }
+
+  /**
+   * What the timer runs: joins the fetch in flight or starts one, outside the cooldown (the timer
+   * paces itself). Public so tests can drive a refresh without waiting for the timer.
+   */
+  refreshInBackground(): Promise<boolean> {
+    if (this.inflight) return this.inflight;
+    if (!this.opts.jwksUrl || this.closed) return Promise.resolve(false);
+    return this.startFetch(this.opts.jwksUrl);
+  }
+
+  private startFetch(url: URL): Promise<boolean> {
     this.fetches++;
     this.inflight = this.fetchAndInstall(url).finally(() => {
       this.inflight = undefined;
@@ -129,26 +164,41 @@ export class KeySet {
       loadedAtMs: this.loadedAt,
       fetches: this.fetches,
       fetchFailures: this.fetchFailures,
+      notModified: this.notModified,
     };
   }
 
+  /** Stops the refresh timer and aborts a fetch in flight. */
   close(): void {
     this.closed = true;
+    clearInterval(this.timer);
+    this.timer = undefined;
     this.abort.abort();
   }
 
   private async fetchAndInstall(url: URL): Promise<boolean> {
     try {
-      const doc = await this.fetchJwks(url);
-      const ok = await this.install(doc, url.href);
-      if (!ok) throw new Error('the JWKS has no usable keys');
+      const fetched = await this.fetchJwks(url);
+      if (fetched === 'not-modified') {
+        this.notModified++;
+        this.loadedAt = this.opts.now();
+        this.lastError = undefined;
+      } else {
+        const ok = await this.install(fetched.doc, url.href);
+        if (!ok) throw new Error('the JWKS has no usable keys');
+        this.etag = fetched.etag;
+      }
+      if (this.failureStreak > 0) this.opts.log?.info({ jwks: url.href, failures: this.failureStreak }, 'jwks: fetch recovered');
+      this.failureStreak = 0;
       return true;
     } catch (err) {
       this.fetchFailures++;
+      this.failureStreak++;
       this.lastError = err instanceof Error ? err : new Error(String(err));
       if (!this.closed) {
-        this.opts.log?.warn(
-          { jwks: url.href, err: this.lastError, keptKeys: this.keys.size },
+        // The timer retries every interval: one warning per outage, not one per attempt.
+        this.opts.log?.[this.failureStreak === 1 ? 'warn' : 'debug'](
+          { jwks: url.href, err: this.lastError, keptKeys: this.keys.size, failures: this.failureStreak },
           'jwks: fetch failed; keeping the last good key set',
         );
       }
@@ -156,9 +206,16 @@ export class KeySet {
     }
   }
 
-  private async fetchJwks(url: URL): Promise<unknown> {
+  private async fetchJwks(url: URL): Promise<'not-modified' | { doc: unknown; etag: string | undefined }> {
     const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(this.opts.fetchTimeoutMs)]);
-    const res = await fetch(url, { signal, redirect: 'error', headers: { accept: 'application/json' } });
+    const headers: Record<string, string> = { accept: 'application/json' };
+    // Only while we hold the set that ETag names: a 304 must never stand in for a set we lack.
+    if (this.etag !== undefined && this.keys.size > 0) headers['if-none-match'] = this.etag;
+    const res = await fetch(url, { signal, redirect: 'error', headers });
+    if (res.status === 304 && headers['if-none-match'] !== undefined) {
+      await res.body?.cancel();
+      return 'not-modified';
+    }
     if (res.status !== 200) {
       await res.body?.cancel();
       throw new Error(`JWKS endpoint answered ${res.status}`);
@@ -177,11 +234,15 @@ export class KeySet {
         chunks.push(chunk);
       }
     }
+    let doc: unknown;
     try {
-      return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      doc = JSON.parse(Buffer.concat(chunks).toString('utf8'));
     } catch {
       throw new Error('JWKS document is not valid JSON');
     }
+    // A weak ETag is fine for If-None-Match (RFC 9110 §13.1.2 compares weakly); too long is ignored.
+    const etag = res.headers.get('etag') ?? undefined;
+    return { doc, etag: etag !== undefined && etag.length <= 256 ? etag : undefined };
   }
 
   /** Imports a JWKS document and replaces the set. False (set unchanged) when no key is usable. */
@@ -219,10 +280,12 @@ export class KeySet {
       next.set(key.kid, old && old.fingerprint === key.fingerprint ? old : key);
     }
     if (next.size === 0) return false;
+    const changed = next.size !== this.keys.size || [...next].some(([kid, key]) => this.keys.get(kid) !== key);
     this.keys = next;
     this.loadedAt = this.opts.now();
     this.lastError = undefined;
-    this.opts.log?.info({ jwks: source, kids: [...next.keys()] }, 'jwks: key set loaded');
+    // A server without ETags answers 200 every interval: only a change is worth a line.
+    if (changed) this.opts.log?.info({ jwks: source, kids: [...next.keys()] }, 'jwks: key set loaded');
     return true;
   }
 }

@@ -49,6 +49,12 @@ export interface VerifierOptions {
   jwksCooldownMs?: number;
   /** The key set is refreshed (in the background) once older than this. Default 10 min (seed 002: 10–15 min). */
   jwksMaxAgeMs?: number;
+  /**
+   * A remote key set is refetched this often on a timer, conditionally (If-None-Match; a 304 keeps
+   * it), so a key removed from the JWKS stops verifying within one interval plus one fetch.
+   * 0 turns the timer off. Default 5 s.
+   */
+  jwksRefreshIntervalMs?: number;
   /** Deadline for one JWKS fetch. Default 5 s. */
   fetchTimeoutMs?: number;
   /** Verified tokens remembered (bounded LRU); 0 turns the cache off. Default 10,000. */
@@ -71,7 +77,7 @@ export interface Verifier {
   ready(): Promise<void>;
   /** Counters and state for health checks and tests. */
   stats(): VerifierStats;
-  /** Aborts a fetch in flight and refuses further verifications. */
+  /** Stops the key-set refresh timer, aborts a fetch in flight and refuses further verifications. */
   close(): void;
 }
 
@@ -79,6 +85,7 @@ export const VERIFIER_DEFAULTS = Object.freeze({
   clockToleranceSec: 60,
   jwksCooldownMs: 30_000,
   jwksMaxAgeMs: 10 * 60_000,
+  jwksRefreshIntervalMs: 5_000,
   fetchTimeoutMs: 5_000,
   tokenCacheSize: 10_000,
   maxTokenLength: 8192,
@@ -127,13 +134,20 @@ export function createVerifier(opts: VerifierOptions): Verifier {
   };
   const cooldownMs = numberIn('jwksCooldownMs', opts.jwksCooldownMs, VERIFIER_DEFAULTS.jwksCooldownMs, 0, 24 * 3_600_000);
   const maxAgeMs = numberIn('jwksMaxAgeMs', opts.jwksMaxAgeMs, VERIFIER_DEFAULTS.jwksMaxAgeMs, 1, 7 * 24 * 3_600_000);
+  const refreshIntervalMs = numberIn(
+    'jwksRefreshIntervalMs',
+    opts.jwksRefreshIntervalMs,
+    VERIFIER_DEFAULTS.jwksRefreshIntervalMs,
+    0,
+    24 * 3_600_000,
+  );
   const fetchTimeoutMs = numberIn('fetchTimeoutMs', opts.fetchTimeoutMs, VERIFIER_DEFAULTS.fetchTimeoutMs, 1, 120_000);
   const cacheSize = numberIn('tokenCacheSize', opts.tokenCacheSize, VERIFIER_DEFAULTS.tokenCacheSize, 0, 10_000_000);
   const maxTokenLength = numberIn('maxTokenLength', opts.maxTokenLength, VERIFIER_DEFAULTS.maxTokenLength, 64, 1_048_576);
   const clock = opts.clock ?? Date;
   const now = (): number => clock.now();
 
-  const keySet = new KeySet({ jwksUrl, keys: opts.keys, cooldownMs, maxAgeMs, fetchTimeoutMs, now, log: opts.log });
+  const keySet = new KeySet({ jwksUrl, keys: opts.keys, cooldownMs, maxAgeMs, refreshIntervalMs, fetchTimeoutMs, now, log: opts.log });
   const cache =
     cacheSize > 0
       ? new LRUCache<string, CacheEntry>({

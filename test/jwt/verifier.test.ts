@@ -74,6 +74,8 @@ async function remoteSetup(
     jwksUrl: server.url,
     jwksCooldownMs: COOLDOWN,
     jwksMaxAgeMs: MAX_AGE,
+    // Fetch counts are asserted exactly: no timer (key-set-refresh.test.ts covers it).
+    jwksRefreshIntervalMs: 0,
     clock,
     ...extra,
   });
@@ -704,7 +706,14 @@ t.test('before any key set has loaded, tokens are refused as 503 dependency_unav
   t.teardown(() => server.close());
   server.setMode('error');
   const clock = fakeClock();
-  const v = createVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, jwksUrl: server.url, clock, jwksCooldownMs: COOLDOWN });
+  const v = createVerifier({
+    issuer: TEST_ISSUER,
+    audience: TEST_AUDIENCE,
+    jwksUrl: server.url,
+    clock,
+    jwksCooldownMs: COOLDOWN,
+    jwksRefreshIntervalMs: 0,
+  });
   t.teardown(() => v.close());
   await t.rejects(v.ready(), /JWKS endpoint answered 500/, 'ready() reports the failed first load');
   await refuses(t, v, sign(claimsAt(clock), { key: es }), 'keys_unavailable', undefined, 'dependency_unavailable');

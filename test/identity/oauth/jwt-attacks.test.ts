@@ -28,7 +28,14 @@ t.before(async () => {
   kid = decodeJwt(genuine).header.kid as string;
   const jwks = (await (await fetch(`${srv.issuer}/.well-known/jwks.json`)).json()) as { keys: Record<string, string>[] };
   publicPem = String(createPublicKey({ key: jwks.keys[0]!, format: 'jwk' }).export({ type: 'spki', format: 'pem' }));
-  verifier = createVerifier({ issuer: srv.issuer, audience: 'edge-api', jwksUrl: `${srv.issuer}/.well-known/jwks.json`, clock: srv.clock });
+  // No refresh timer: a test below asserts that no fetch happened.
+  verifier = createVerifier({
+    issuer: srv.issuer,
+    audience: 'edge-api',
+    jwksUrl: `${srv.issuer}/.well-known/jwks.json`,
+    clock: srv.clock,
+    jwksRefreshIntervalMs: 0,
+  });
   t.teardown(() => verifier.close());
 });
 
