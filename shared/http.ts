@@ -201,11 +201,11 @@ function splitPath(path: string): string[] {
   return path.split('/').filter((s) => s !== '');
 }
 
-function matchRoute(
-  entries: readonly RouteEntry[],
+function matchRoute<E extends Pick<RouteEntry, 'method' | 'segments'>>(
+  entries: readonly E[],
   method: string,
   path: string,
-): { entry?: RouteEntry; params: string[]; pathKnown: boolean } {
+): { entry?: E; params: string[]; pathKnown: boolean } {
   const parts = splitPath(path);
   let pathKnown = false;
   for (const e of entries) {
@@ -235,6 +235,24 @@ function matchRoute(
     if (e.method === 'any' || e.method === method) return { entry: e, params, pathKnown };
   }
   return { params: [], pathKnown };
+}
+
+/**
+ * How the services' router reads one path against one pattern: the raw path parameters
+ * (percent-decoded as handlers receive them), or undefined when it does not match. The sidecar's
+ * property test (test/limiter/request-target.test.ts) checks that an upstream resolves the
+ * forwarded path to the same user id the edge checked.
+ */
+export function matchPattern(pattern: string, path: string): string[] | undefined {
+  const m = matchRoute([{ method: 'any', segments: splitPath(pattern) }], 'get', path);
+  if (!m.entry) return undefined;
+  return m.params.map((raw) => {
+    try {
+      return decodeURIComponent(raw);
+    } catch {
+      return raw;
+    }
+  });
 }
 
 function dispatcher(app: TemplatedApp): RouteEntry[] {
