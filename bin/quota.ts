@@ -37,8 +37,8 @@ import {
   type PutRequest,
   type Quota,
 } from '../proto/gen/quota/v1/quota_pb.js';
-import { duration, loadConfig, pick } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { duration, loadConfig } from '../shared/config.js';
+import { quotaCliConfig } from './config.js';
 import { GRPC_ERROR_FIELD_KEY, grpcClientConstructor, unaryCall, type GrpcClient } from '../shared/grpc.js';
 import { enumFromJson, enumJsonNames, enumToJson, toJson } from '../shared/proto-json.js';
 import { apiKeySubject } from '../limiter/control-plane/subject.js';
@@ -92,7 +92,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === undefined) throw new UsageError('a command is required: put, get, delete or list');
   if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`);
 
-  const config = loadConfig(pick(ENV, ['CONTROL_PLANE_GRPC_URL', 'ADMIN_TOKEN']));
+  const config = loadConfig(quotaCliConfig);
   const metadata = new grpc.Metadata();
   if (config.ADMIN_TOKEN) metadata.set('authorization', `Bearer ${config.ADMIN_TOKEN}`);
   const Client = grpcClientConstructor(QuotaAdminService);

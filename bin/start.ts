@@ -6,30 +6,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
-import { loadConfig, pick } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { loadConfig } from '../shared/config.js';
+import { startConfig } from './config.js';
 import { createLogger } from '../shared/log.js';
 import { describeStartupError, EXIT_CONFIG } from '../shared/lifecycle.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
 import { Supervisor } from './supervisor.js';
 
-const spec = pick(ENV, [
-  'LOG_LEVEL',
-  'HOST',
-  'DATABASE_URL',
-  'EMBEDDED_PG_DIR',
-  'EMBEDDED_PG_PORT',
-  'START_SERVICES',
-  'START_READY_TIMEOUT',
-  'LIMITER_PORT',
-  'LIMITER_ADMIN_PORT',
-  'CONTROL_PLANE_HTTP_PORT',
-  'CONTROL_PLANE_GRPC_PORT',
-  'NOTIFIER_PORT',
-  'IDENTITY_PORT',
-  'SANDBOX_PORT',
-]);
+const spec = startConfig;
 
 type Name = 'control-plane' | 'limiter' | 'notifier' | 'identity' | 'sandbox';
 
@@ -106,13 +91,13 @@ async function main(): Promise<void> {
   const limiterEnv: Record<string, string> = {};
   // An admin token for this run when none is configured, so the quota CLI and the internal HTTP API
   // work out of the box; printed below. Set ADMIN_TOKEN to choose your own.
-  const adminToken = process.env.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
-  const generatedToken = process.env.ADMIN_TOKEN === undefined;
+  const adminToken = config.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
+  const generatedToken = config.ADMIN_TOKEN === undefined;
   // The sidecar vouches for callers upstream with X-Subject and this shared secret; the notifier
   // and identity trust X-Subject only with it. One per run unless configured.
-  const serviceSecret = process.env.SERVICE_SECRET ?? randomBytes(24).toString('base64url');
-  const trackingSecret = process.env.NOTIFIER_TRACKING_SECRET ?? randomBytes(24).toString('base64url');
-  if (names.includes('control-plane') && !process.env.LIMITER_CONTROL_PLANE_URL && !process.env.LIMITER_QUOTA_FILE) {
+  const serviceSecret = config.SERVICE_SECRET ?? randomBytes(24).toString('base64url');
+  const trackingSecret = config.NOTIFIER_TRACKING_SECRET ?? randomBytes(24).toString('base64url');
+  if (names.includes('control-plane') && !config.LIMITER_CONTROL_PLANE_URL && !config.LIMITER_QUOTA_FILE) {
     limiterEnv.LIMITER_CONTROL_PLANE_URL = `${host}:${config.CONTROL_PLANE_GRPC_PORT}`;
   }
   for (const name of names) {

@@ -223,6 +223,10 @@ class Pending {
     this.onDone();
   }
 
+  onUpstreamError(err: Error): void {
+    this.plane.o.log.debug({ err, route: this.route.prefix }, 'upstream request failed');
+  }
+
   /** The request is over (answered, relayed or abandoned): counted once. */
   onDone(): void {
     if (this.completed) return;

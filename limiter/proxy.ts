@@ -99,6 +99,8 @@ export function dropRequestHeader(lowerName: string): boolean {
 export interface ProxyHooks {
   /** Called once when the exchange ends for any reason (metrics, in-flight accounting). */
   onDone(status: number): void;
+  /** Called with the upstream's error before it is answered as 502/504 (for the debug log). */
+  onUpstreamError(err: Error): void;
 }
 
 // Problem bodies by code and detail: most refusals (429s above all) repeat the same few texts.
@@ -394,7 +396,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     const code = upstreamErrorCode(err);
-    if (process.env.DEBUG_PROXY) console.error('proxy error', err);
+    this.hooks.onUpstreamError(err);
     const detail =
       code === 'upstream_timeout'
         ? 'the upstream did not answer in time'

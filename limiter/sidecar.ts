@@ -18,7 +18,8 @@ import { createVerifier, type Verifier, type JwksDocument } from '../shared/jwt/
 import { create } from '@bufbuild/protobuf';
 import { Algorithm, QuotaSchema } from '../proto/gen/quota/v1/quota_pb.js';
 import { MemoryCounterStore } from './admission/counter-store.memory.js';
-import { RedisCounterStore, checkShardable } from './admission/counter-store.redis.js';
+import { checkShardable } from './admission/counter-store.redis.js';
+import { createCounterStore } from './admission/index.js';
 import type { CounterStore, GlobalBucket } from './admission/counter-store.js';
 import type { LimitParams } from './admission/limit.js';
 import { Gate } from './gate.js';
@@ -53,6 +54,16 @@ export interface Sidecar {
 
 function planQuota(name: string, algorithm: Algorithm, rate: number, burst: number, intervalMs: number) {
   return compileQuota(create(QuotaSchema, { subjectId: `plan:${name}`, algorithm, rate, burst, intervalMs, plan: name }));
+}
+
+/** LIMITER_CANDIDATE_SCRIPT's source and layout version, when one is configured. */
+async function readCandidate(config: LimiterConfig): Promise<{ source: string; version: string } | undefined> {
+  if (!config.LIMITER_CANDIDATE_SCRIPT) return undefined;
+  try {
+    return { source: await readFile(config.LIMITER_CANDIDATE_SCRIPT, 'utf8'), version: config.LIMITER_CANDIDATE_LAYOUT };
+  } catch (err) {
+    throw new ConfigError('LIMITER_CANDIDATE_SCRIPT', `cannot be read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
 }
 
 export async function startSidecar(config: LimiterConfig, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
@@ -91,51 +102,42 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     global = { name: 'global', limit };
   }
 
-  let store: CounterStore;
   const clustered = (config.REDIS_CLUSTER_NODES?.length ?? 0) > 0;
-  if (clustered || config.REDIS_URL) {
-    const shards = clustered ? config.LIMITER_GLOBAL_SHARDS : 1;
-    if (global) {
-      const why = checkShardable(global.limit, shards);
-      if (why) throw new ConfigError('LIMITER_GLOBAL_BURST', why);
-    }
-    let candidate: { source: string; version: string } | undefined;
-    if (config.LIMITER_CANDIDATE_SCRIPT) {
-      try {
-        candidate = { source: await readFile(config.LIMITER_CANDIDATE_SCRIPT, 'utf8'), version: config.LIMITER_CANDIDATE_LAYOUT };
-      } catch (err) {
-        throw new ConfigError('LIMITER_CANDIDATE_SCRIPT', `cannot be read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-      }
-    }
-    const redis = new RedisCounterStore({
-      candidate,
-      url: config.REDIS_URL,
-      clusterNodes: clustered ? config.REDIS_CLUSTER_NODES : undefined,
+  const shards = clustered ? config.LIMITER_GLOBAL_SHARDS : 1;
+  if (global && (clustered || config.REDIS_URL)) {
+    const why = checkShardable(global.limit, shards);
+    if (why) throw new ConfigError('LIMITER_GLOBAL_BURST', why);
+  }
+  // The one place the store is chosen: limiter/admission/index.ts, createCounterStore.
+  const store: CounterStore = createCounterStore({
+    kind: 'auto',
+    clock,
+    url: config.REDIS_URL,
+    clusterNodes: clustered ? config.REDIS_CLUSTER_NODES : undefined,
+    redis: {
+      candidate: await readCandidate(config),
       deadlineMs: config.LIMITER_REDIS_TIMEOUT,
       connectTimeoutMs: config.LIMITER_REDIS_CONNECT_TIMEOUT,
       shards,
       prefix: config.LIMITER_REDIS_PREFIX,
       onConnectionError: (err) => log.warn({ err: { message: err.message } }, 'redis connection error'),
       onShadowDisagreement: () => metrics.scriptDisagreements.inc(),
-    });
-    store = redis;
-    // Without an offline queue, calls before the connection is up are refused: wait briefly, but
-    // start anyway when Redis is down — the fail modes exist for exactly that.
-    await redis
-      .ready(config.LIMITER_REDIS_CONNECT_TIMEOUT)
-      .catch((err: unknown) =>
-        log.warn(
-          { err: { message: err instanceof Error ? err.message : String(err) } },
-          'redis is not reachable at start; serving under fail modes until it is',
-        ),
-      );
-  } else {
-    store = new MemoryCounterStore({
-      clock,
+    },
+    memory: {
       maxKeys: config.LIMITER_COUNTER_MAX_KEYS,
       onEvict: (_k, live) => metrics.evictions.labels(String(live)).inc(),
-    });
-  }
+    },
+  });
+  // Without an offline queue, calls before Redis is connected are refused: wait briefly, but start
+  // anyway when it is down — the fail modes exist for exactly that. The memory store is ready at once.
+  await store
+    .ready(config.LIMITER_REDIS_CONNECT_TIMEOUT)
+    .catch((err: unknown) =>
+      log.warn(
+        { err: { message: err instanceof Error ? err.message : String(err) } },
+        'redis is not reachable at start; serving under fail modes until it is',
+      ),
+    );
   const emergency = new MemoryCounterStore({ clock, maxKeys: Math.min(config.LIMITER_COUNTER_MAX_KEYS, 1_000_000) });
 
   const gate = new Gate({

@@ -17,7 +17,7 @@ export class ConfigError extends Error {
   }
 }
 
-export type Service = 'all' | 'limiter' | 'control-plane' | 'notifier' | 'identity' | 'sandbox' | 'start' | 'test';
+export type Service = 'all' | 'limiter' | 'control-plane' | 'notifier' | 'identity' | 'sandbox' | 'start' | 'cli' | 'healthcheck' | 'test';
 
 export interface VarSpec<T> {
   /** The default as it would be written in the environment; `undefined` means required. */

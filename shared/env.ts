@@ -92,40 +92,45 @@ export const ENV = {
     parse: port,
   }),
   // ── ports ─────────────────────────────────────────────────────────────────
-  LIMITER_PORT: v({ default: '8080', services: ['limiter'], description: 'Sidecar data-plane port (all proxied traffic)', parse: port }),
+  LIMITER_PORT: v({
+    default: '8080',
+    services: ['limiter', 'start'],
+    description: 'Sidecar data-plane port (all proxied traffic)',
+    parse: port,
+  }),
   LIMITER_ADMIN_PORT: v({
     default: '9090',
-    services: ['limiter'],
+    services: ['limiter', 'start'],
     description: 'Sidecar admin port: /metrics, /healthz, /readyz',
     parse: port,
   }),
   CONTROL_PLANE_HTTP_PORT: v({
     default: '8081',
-    services: ['control-plane'],
+    services: ['control-plane', 'start'],
     description: 'Control-plane internal HTTP API and /metrics, /healthz, /readyz',
     parse: port,
   }),
   CONTROL_PLANE_GRPC_PORT: v({
     default: '50051',
-    services: ['control-plane'],
+    services: ['control-plane', 'start'],
     description: 'Control-plane gRPC port (admin and sync services)',
     parse: port,
   }),
   NOTIFIER_PORT: v({
     default: '8082',
-    services: ['notifier'],
+    services: ['notifier', 'start'],
     description: 'Notifier HTTP API and /metrics, /healthz, /readyz',
     parse: port,
   }),
   IDENTITY_PORT: v({
     default: '8083',
-    services: ['identity'],
+    services: ['identity', 'start'],
     description: 'Identity HTTP API and /metrics, /healthz, /readyz',
     parse: port,
   }),
   SANDBOX_PORT: v({
     default: '8089',
-    services: ['sandbox'],
+    services: ['sandbox', 'start'],
     description: 'Sandbox provider server (FCM-, SMTP- and Twilio-shaped) for npm start and tests',
     parse: port,
   }),
@@ -154,7 +159,7 @@ export const ENV = {
     default: undefined,
     optional: true,
     secret: true,
-    services: ['limiter', 'notifier', 'identity'],
+    services: ['limiter', 'notifier', 'identity', 'start'],
     description: 'Shared secret the sidecar sends upstream in X-Subject-Secret; upstreams trust X-Subject only with it',
     parse: nonEmpty,
   }),
@@ -182,7 +187,7 @@ export const ENV = {
   LIMITER_QUOTA_FILE: v({
     default: undefined,
     optional: true,
-    services: ['limiter'],
+    services: ['limiter', 'start'],
     description: 'Path of a quota snapshot (JSON) to load at start, for standalone use without a control plane',
     parse: nonEmpty,
   }),
@@ -398,7 +403,7 @@ export const ENV = {
   LIMITER_CONTROL_PLANE_URL: v({
     default: undefined,
     optional: true,
-    services: ['limiter'],
+    services: ['limiter', 'start'],
     description:
       "host:port of the control plane's gRPC sync service the sidecar watches and polls; unset, the sidecar does not sync (standalone, LIMITER_QUOTA_FILE)",
     parse: (raw) => {
@@ -447,7 +452,7 @@ export const ENV = {
     default: undefined,
     optional: true,
     secret: true,
-    services: ['control-plane'],
+    services: ['control-plane', 'start', 'cli'],
     description:
       'Bearer token for the admin API (gRPC QuotaAdminService and /internal/quotas; also read by `npm run quota`); unset, only access tokens with role `admin` are accepted',
     // A short shared secret is guessable; 16 characters is the floor, not the recommendation.
@@ -496,8 +501,14 @@ export const ENV = {
   }),
   CONTROL_PLANE_GRPC_URL: v({
     default: '127.0.0.1:50051',
-    services: ['control-plane'],
+    services: ['cli'],
     description: 'host:port of the control-plane gRPC server, for the admin CLI (`npm run quota`)',
+    parse: nonEmpty,
+  }),
+  HEALTHCHECK_HOST: v({
+    default: '127.0.0.1',
+    services: ['healthcheck'],
+    description: 'Address the Docker HEALTHCHECK script (bin/healthcheck.ts) probes /healthz on',
     parse: nonEmpty,
   }),
   // ── tokens (verified at the edge and by identity) ─────────────────────────
@@ -631,7 +642,7 @@ export const ENV = {
     default: undefined,
     optional: true,
     secret: true,
-    services: ['notifier'],
+    services: ['notifier', 'start'],
     description: 'HMAC key that signs open-pixel URLs; unset, a random key per process (links from before a restart stop counting)',
     parse: (raw) => {
       if (raw.length < 16) throw new Error('must be at least 16 characters');

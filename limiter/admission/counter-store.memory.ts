@@ -139,6 +139,10 @@ export class MemoryCounterStore implements CounterStore {
     this.#globals.clear();
   }
 
+  ready(): Promise<void> {
+    return Promise.resolve();
+  }
+
   close(): Promise<void> {
     this.clear();
     return Promise.resolve();

@@ -49,6 +49,8 @@ export interface CounterStore {
    * store cannot answer in time.
    */
   admit(req: AdmitRequest): AdmitResult | Promise<AdmitResult>;
+  /** Resolves once the store can answer (at once in process); rejects after `timeoutMs` without a connection. */
+  ready(timeoutMs?: number): Promise<void>;
   /** Releases connections and timers. */
   close(): Promise<void>;
 }

@@ -53,8 +53,9 @@ export type CounterStoreConfig =
     };
 
 /**
- * Builds a counter store. `auto` follows DESIGN.md: a Redis (cluster nodes first, else URL) when
- * one is configured, else the in-process store.
+ * Builds a counter store; the only place a store is chosen (the sidecar calls it with `auto`).
+ * `auto`: a Redis (cluster nodes first, else URL) when one is configured, else the in-process
+ * store, which is exact for a single sidecar.
  */
 export function createCounterStore(cfg: CounterStoreConfig): CounterStore {
   switch (cfg.kind) {
