@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The control plane's pure cores: subject forms, record validation and its resolved form, the
  * in-memory table's snapshots (a property: any delta applied to the state it was cut from equals

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';

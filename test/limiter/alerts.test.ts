@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * limiter/alerts.rules.yml: valid Prometheus alerting rules with the seed's four alerts (global
  * deny ratio above 20%; store round trip p99 above 5 ms; one key above 15% of evaluations;

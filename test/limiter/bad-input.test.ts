@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Bad and awkward input against the sidecar running as its own process (dist/limiter/main.js):
  * oversized headers (uWS reads UWS_HTTP_MAX_HEADERS_SIZE from the environment when it loads, so

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * When the counter store fails, against real Redis processes: a Redis that is not there at all,
  * and one that dies under a running sidecar and comes back. The circuit opens after

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The sidecar as a proxy, end to end: a real sidecar on port 0 in front of a real node:http
  * upstream. Methods, paths and queries pass through; hop-by-hop headers stop at the sidecar in

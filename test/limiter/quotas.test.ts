@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Quotas and the rate-limit headers, end to end with the in-memory store and a FakeClock: the
  * headers on every response after admission, exact token-bucket admissions and refill, per-route

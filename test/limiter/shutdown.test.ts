@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Graceful shutdown: close() stops taking connections at once, reports draining on /readyz, lets a
  * slow request in flight finish, and resolves only after it; a request that would outlive the

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Who the sidecar says is calling, end to end: API keys (hashed, never forwarded), unknown keys
  * (a decoy denial indistinguishable from a real one), bearer access tokens (subject, plan, and

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Round trips of every message in the contracts, binary and JSON: a message with every field set
  * (each oneof member in turn) and an empty one must come back equal.

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The generated code under proto/gen is what `npm run gen` produces from proto/ now: regenerate into
  * a temporary directory with the same buf CLI, plugin and template, and compare file by file.

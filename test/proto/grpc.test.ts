@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * shared/grpc.ts against a real grpc-js server on port 0 and a real client: unary and
  * server-streaming calls of the quota services, and the error mapping to gRPC status codes.

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The converter's rules (shared/proto-json.ts): enum naming, numbers, defaults, presence, and a
  * PlatformError `invalid_field` naming the bad field for every kind of bad input.

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Every request and event example of the three seeds, written as the JSON the seeds show, goes
  * through the converter (shared/proto-json.ts) and must come back unchanged: same snake_case names,

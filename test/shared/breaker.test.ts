@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import fc from 'fast-check';
 import { CircuitBreaker, breakerMetrics, type BreakerOptions, type BreakerState } from '../../shared/breaker.js';

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, nonEmpty, pick, type VarSpec } from '../../shared/config.js';

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES, RETIRED_CODES } from '../../shared/error-codes.js';

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { SignJWT } from 'jose';
 import { createLogger, hashSubject, scrub } from '../../shared/log.js';

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { authorizeList, authorizeOrder, hasPermission, ROLE_PERMISSIONS, type OrderAction } from '../../../identity/authz/permissions.js';
 import type { Role } from '../../../identity/domain/actor.js';

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The pure pieces of the authorization server: scopes, PKCE, parameter parsing, client
  * registration rules (redirect URIs above all), client authentication parsing, token claims.

@@ -1,3 +1,4 @@
+// @tier: pure
 import t from 'tap';
 import { FakeClock } from '../../../shared/clock.js';
 import type { Actor } from '../../../identity/domain/actor.js';

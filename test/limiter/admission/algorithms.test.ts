@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The four algorithms against reference models under a fake clock (fast-check): exact admit
  * counts for the token and leaky buckets, exact per-window counts and the documented bounds for

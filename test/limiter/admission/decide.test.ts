@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Multi-bucket atomic admission (`decide`): a request is charged to its key bucket and the global
  * bucket both or neither, and the figures reported are only ever the key bucket's.

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The in-memory counter store: synchronous, exact (same decisions as the pure algorithms), atomic
  * over key and global buckets, LRU-bounded with an eviction callback that tells harmless

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * limiter/quota-sync-max-age.ts: how a stale quota is held to the floor plan.
  */

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * limiter/quota-sync.ts against a real grpc-js QuotaSyncService (test/limiter/sync/fake-control-plane.ts)
  * on port 0: ordering, acks, full fetch on a foreign delta, reconnect with backoff, the poll

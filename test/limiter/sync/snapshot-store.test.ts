@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * limiter/snapshot-store.ts: the last-known-good file follows full and delta snapshots, is written
  * only for complete states, atomically, coalesced, and a write failure never throws.

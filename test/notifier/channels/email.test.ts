@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * E-mail over SMTP with nodemailer against the sandbox's SMTP server: the delivery id in the
  * Message-ID and X-Delivery-Id, subject, text and HTML, and how SMTP replies map to results.

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * FCM with OAuth 2.0 access tokens minted from a service-account key, against the sandbox's
  * Google token endpoint: the key file's checks, one exchange shared by concurrent sends, refresh

@@ -1,3 +1,4 @@
+// @tier: pure
 /** The in-app channel: an injected inbox write under a deadline and a breaker. */
 import t from 'tap';
 import { createInAppChannel } from '../../../notifier/channels/in-app.js';

@@ -1,3 +1,4 @@
+// @tier: pure
 /** Building every channel from configuration: primaries, configured secondaries, metrics, close. */
 import t from 'tap';
 import { loadConfig } from '../../../shared/config.js';

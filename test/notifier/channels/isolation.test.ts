@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Each provider behind its own circuit breaker and connection pool: a failing provider's breaker
  * opens and then answers `circuit_open` without calling it, probes it after the cool-down, and

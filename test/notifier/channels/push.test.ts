@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * Push over FCM HTTP v1 against the sandbox: the request it makes, and how every answer maps to a
  * send result (dead tokens, retries with Retry-After, permanent refusals, timeouts, no connection).

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * SMS over the Twilio-style API against the sandbox: the form it posts, idempotency keys that make
  * a retried request a no-op at the provider, the answer mapping, and lookup for reconciliation.

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The notifier core's pure parts: request fingerprints, delivery states and the overall status,
  * the retry / failover / dead-letter policy, push fan-out results, load shedding levels, sliding
@@ -9,7 +10,7 @@ import { FakeClock } from '../../../shared/clock.js';
 import { loadConfig } from '../../../shared/config.js';
 import { notifierConfig } from '../../../notifier/config.js';
 import { requestHash, validateNotificationRequest } from '../../../notifier/ingest/validate.js';
-import { isDatabaseUnavailable } from '../../../notifier/ingest/db-errors.js';
+import { isDatabaseUnavailable } from '../../../shared/db-errors.js';
 import { advanceableFrom, canAdvance, channelStatus, overallStatus, type DeliveryStatus } from '../../../notifier/tracking/states.js';
 import { combineTokenResults, nextStep, retryDelay, type AttemptContext } from '../../../notifier/workers/retry-policy.js';
 import { mayRun, pressureLevel } from '../../../notifier/queues/backpressure.js';

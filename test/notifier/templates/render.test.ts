@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The pure template core: the `{{name}}` language, locale fallback chains, safe push truncation,
  * SMS segment counting (GSM-7 160/153, UCS-2 70/67, escapes and surrogate pairs never split),
