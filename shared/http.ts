@@ -5,7 +5,8 @@
  */
 import { Buffer } from 'node:buffer';
 import type { Logger } from './log.js';
-import { PlatformError, toProblem, PROBLEM_CONTENT_TYPE } from './errors.js';
+import { isPlatformError, PlatformError, toProblem, PROBLEM_CONTENT_TYPE } from './errors.js';
+import { databaseUnavailable, isDatabaseUnavailable } from './db-errors.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
 import type { Registry } from 'prom-client';
 
@@ -151,7 +152,8 @@ export function writeReply(res: HttpResponse, reply: Reply): void {
 
 /** The reply for any thrown value: problem+json, the cause logged, never on the wire. */
 export function errorReply(err: unknown, log: Logger, ctx?: { method: string; path: string }): Reply {
-  const { problem, headers } = toProblem(err);
+  // An unreachable database is a 503 with Retry-After on every endpoint, whoever forgot to map it.
+  const { problem, headers } = toProblem(!isPlatformError(err) && isDatabaseUnavailable(err) ? databaseUnavailable(err) : err);
   if (problem.status >= 500) log.error({ err, method: ctx?.method, path: ctx?.path }, 'request failed');
   if (ctx) problem.instance = ctx.path;
   return { status: problem.status, body: problem, contentType: PROBLEM_CONTENT_TYPE, headers };

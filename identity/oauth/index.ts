@@ -36,7 +36,7 @@ import { authorizeGet, authorizePost } from './authorize-endpoint.js';
 import { deviceAuthorizationEndpoint, devicePageGet, devicePagePost } from './device-endpoint.js';
 import { discoveryEndpoint, jwksEndpoint, PATHS } from './discovery.js';
 import { introspectionEndpoint } from './introspection-endpoint.js';
-import { databaseUnavailable, isDatabaseUnavailable } from './db-errors.js';
+import { databaseUnavailable, isDatabaseUnavailable } from '../../shared/db-errors.js';
 import { purgeExpired } from './purge.js';
 import { oauthRuntime, runtimeOf, type OAuthDeps, type OAuthRuntime } from './runtime.js';
 import { tokenEndpoint } from './token-endpoint.js';

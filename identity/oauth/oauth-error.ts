@@ -6,7 +6,7 @@
  */
 import type { Reply } from '../../shared/http.js';
 import type { Logger } from '../../shared/log.js';
-import { isDatabaseUnavailable } from './db-errors.js';
+import { isDatabaseUnavailable } from '../../shared/db-errors.js';
 
 export type OAuthErrorCode =
   | 'invalid_request'

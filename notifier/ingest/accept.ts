@@ -21,7 +21,7 @@ import { PlatformError } from '../../shared/errors.js';
 import { txDb, type Boss } from '../queues/boss.js';
 import { routeQueue } from '../queues/names.js';
 import type { RouteJob } from '../workers/route.js';
-import { databaseUnavailable, isDatabaseUnavailable } from './db-errors.js';
+import { databaseUnavailable, isDatabaseUnavailable } from '../../shared/db-errors.js';
 import { requestHash, type NewNotification } from './validate.js';
 
 export interface IngestionBody {
