@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The catalogue's "read by" labels (shared/env.ts `services`) are true: each variable names exactly
  * the processes whose pick lists read it. A variable read by a process that does not say so, or
