@@ -116,7 +116,7 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
   try {
     await ev.start();
     // Signing keys exist (or are created) before the first token request is served.
-    running = await startOAuth(svc.pool, oauth);
+    running = await startOAuth(svc.pool, oauth, { databaseUrl: config.DATABASE_URL });
   } catch (err) {
     await ev.close();
     await svc.close(0);

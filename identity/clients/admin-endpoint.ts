@@ -10,29 +10,17 @@
  * Callers authenticate with `Authorization: Bearer <IDENTITY_ADMIN_TOKEN>` or an access token of
  * ours whose role is `admin`.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { PlatformError } from '../../shared/errors.js';
 import { jsonBody, type Handler, type RequestContext } from '../../shared/http.js';
-import { authenticateBearer, bearerToken } from '../oauth/bearer.js';
+import { requireAdmin as requireAdminFor } from '../oauth/admin-auth.js';
 import type { OAuthRuntime } from '../oauth/runtime.js';
 import { clientView, validateRegistration } from './client.js';
 import { deleteClient, getClient, listClients, registerClient, rotateClientSecret } from './client-store.js';
 
 const NO_STORE = { 'cache-control': 'no-store' };
 
-function sameSecret(a: string, b: string): boolean {
-  // Hashing first makes the comparison constant-time whatever the lengths.
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb);
-}
-
-async function requireAdmin(rt: OAuthRuntime, ctx: RequestContext): Promise<void> {
-  const token = bearerToken(ctx);
-  const admin = rt.settings.adminToken;
-  if (admin !== undefined && sameSecret(token, admin)) return;
-  const caller = await authenticateBearer(rt, ctx);
-  if (caller.claims.role !== 'admin') throw new PlatformError('forbidden', { detail: 'the client registry needs the admin role' });
+function requireAdmin(rt: OAuthRuntime, ctx: RequestContext): Promise<void> {
+  return requireAdminFor(rt, ctx, 'the client registry');
 }
 
 function notFound(): PlatformError {

@@ -1,7 +1,8 @@
 /**
  * The signing keys in memory: which key signs now, which keys the JWKS lists now. Loaded from the
- * database at first use and after every rotation step; the choice itself is made per call from the
- * stored schedule and the injected clock, so a key activates on time without a reload.
+ * database at first use, after every rotation step or revocation, and whenever key-watch.ts says
+ * another replica changed them; the choice itself is made per call from the stored schedule and
+ * the injected clock, so a key activates on time without a reload.
  */
 import type { Clock } from '../../shared/clock.js';
 import type { Pool } from '../../shared/db.js';
@@ -10,6 +11,7 @@ import type { Logger } from '../../shared/log.js';
 import { importSigningKey, type PublicJwk, type SigningKey } from './key-material.js';
 import { publishedKeysAt, signingKeyAt, type RotationPolicy } from './key-schedule.js';
 import { listKeys, type StoredKey } from './key-store.js';
+import { revokeSigningKey, type RevocationResult } from './revocation.js';
 import { runRotationStep, type RotationResult } from './rotation.js';
 
 /** A stored key without its PEM: the private key lives only inside `signer`. */
@@ -30,6 +32,8 @@ export class KeyRing {
   private loading: Promise<void> | undefined;
   private loadedAt = 0;
   private background: Promise<void> | undefined;
+  private reloading: Promise<void> | undefined;
+  private reloadAgain: Promise<void> | undefined;
   private jwksCache: { ids: string; doc: JwksDocument } | undefined;
 
   constructor(
@@ -82,8 +86,38 @@ export class KeyRing {
       });
   }
 
-  /** Reloads the keys from the database (another replica may have rotated). */
-  async reload(): Promise<void> {
+  /**
+   * Revokes a key (revocation.ts) and reloads, so this replica stops publishing it and signing
+   * with it before this resolves. Undefined when no key has this kid.
+   */
+  async revoke(kid: string, reason?: string): Promise<RevocationResult | undefined> {
+    const result = await revokeSigningKey(this.pool, this.policy, kid, this.clock.now(), reason, this.log);
+    await this.reload();
+    return result;
+  }
+
+  /**
+   * Reloads the keys from the database (another replica may have rotated or revoked). A call made
+   * while a reload is in flight gets one more reload after it: the one in flight may have read the
+   * table before the change the caller knows about, and must not have the last word.
+   */
+  reload(): Promise<void> {
+    if (!this.reloading) {
+      this.reloading = this.load().finally(() => {
+        this.reloading = undefined;
+      });
+      return this.reloading;
+    }
+    this.reloadAgain ??= this.reloading
+      .catch(() => undefined)
+      .then(() => {
+        this.reloadAgain = undefined;
+        return this.reload();
+      });
+    return this.reloadAgain;
+  }
+
+  private async load(): Promise<void> {
     const stored = await listKeys(this.pool);
     const byKid = new Map(this.keys.map((k) => [k.kid, k]));
     this.keys = stored.map(({ privatePkcs8, ...record }) => {

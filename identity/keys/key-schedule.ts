@@ -96,3 +96,41 @@ export function planRotation(keys: readonly KeyRecord[], now: number, policy: Ro
   for (const k of keys) if (k.retireAt !== undefined && k.retireAt <= now) actions.push({ type: 'delete', kid: k.kid });
   return actions;
 }
+
+export type RevocationAction =
+  | { readonly type: 'revoke'; readonly kid: string }
+  | { readonly type: 'activate'; readonly kid: string; readonly activateAt: number }
+  | { readonly type: 'create'; readonly alg: SigningAlg; readonly activateAt: number };
+
+/**
+ * What an emergency revocation of `kid` at `now` must do, or undefined when `kid` is not among
+ * `keys` (the unrevoked keys). The key leaves the schedule at once: it is neither published nor
+ * signs from `now`. If it was the key signing now, a successor signs from `now` too, never an
+ * older key (whatever an older key still verifies, it was superseded and must not sign again):
+ *
+ * - a pending key already published (so verifiers that cached the JWKS since have it) is promoted:
+ *   its `activateAt` moves to `now`;
+ * - else a new key is created that signs at once. Verifiers have not seen it yet: a token it signs
+ *   is an unknown kid at a verifier until its next JWKS refresh (or the refetch that unknown kid
+ *   triggers). That gap, and the death of every token the revoked key signed, are the price.
+ *
+ * A pending or superseded key is only removed; the rotation step schedules a new pending key when
+ * one is due, as it always does.
+ */
+export function planRevocation(
+  keys: readonly KeyRecord[],
+  kid: string,
+  now: number,
+  policy: RotationPolicy,
+): RevocationAction[] | undefined {
+  if (!keys.some((k) => k.kid === kid)) return undefined;
+  const actions: RevocationAction[] = [{ type: 'revoke', kid }];
+  if (signingKeyAt(keys, now)?.kid !== kid) return actions;
+  let promote: KeyRecord | undefined;
+  for (const k of keys) {
+    if (k.kid === kid || !live(k, now) || k.activateAt <= now || k.createdAt > now || k.alg !== policy.alg) continue;
+    if (!promote || k.activateAt < promote.activateAt) promote = k;
+  }
+  actions.push(promote ? { type: 'activate', kid: promote.kid, activateAt: now } : { type: 'create', alg: policy.alg, activateAt: now });
+  return actions;
+}

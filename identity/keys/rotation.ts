@@ -3,7 +3,7 @@
  * so replicas running the step at the same moment do it once. Run at start and then on a timer
  * (startOAuth); every step is safe to repeat.
  */
-import { withTransaction, type Pool } from '../../shared/db.js';
+import { withTransaction, type Pool, type PoolClient } from '../../shared/db.js';
 import type { Logger } from '../../shared/log.js';
 import { generateSigningKey } from './key-material.js';
 import { planRotation, type KeyAction, type RotationPolicy } from './key-schedule.js';
@@ -12,6 +12,17 @@ import { deleteKey, insertKey, listKeys, setRetireAt } from './key-store.js';
 // pg_advisory_xact_lock(int, int) namespace 'keys' and object 1: apart from the migration runner's.
 const LOCK_NAMESPACE = 0x6b657973;
 const LOCK_OBJECT = 1;
+
+/**
+ * Runs `fn` in a transaction holding the key-schedule lock, so that rotation steps and revocations
+ * of every replica apply one at a time.
+ */
+export function withKeyLock<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  return withTransaction(pool, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock($1, $2)', [LOCK_NAMESPACE, LOCK_OBJECT]);
+    return fn(client);
+  });
+}
 
 export interface RotationResult {
   created: string[];
@@ -22,8 +33,7 @@ export interface RotationResult {
 /** Applies the rotation schedule at `now`. Resolves with what changed (kids only). */
 export async function runRotationStep(pool: Pool, policy: RotationPolicy, now: number, log?: Logger): Promise<RotationResult> {
   const result: RotationResult = { created: [], retireScheduled: [], deleted: [] };
-  await withTransaction(pool, async (client) => {
-    await client.query('SELECT pg_advisory_xact_lock($1, $2)', [LOCK_NAMESPACE, LOCK_OBJECT]);
+  await withKeyLock(pool, async (client) => {
     // A create makes the superseded key's retirement due in the same step: plan again (at most
     // twice more; a plan after its own actions asks for nothing new).
     for (let round = 0; round < 3; round++) {

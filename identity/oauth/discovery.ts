@@ -3,7 +3,12 @@
  * `/.well-known/oauth-authorization-server`, RFC 8414) and `GET /.well-known/jwks.json`.
  * Every endpoint is advertised under the issuer (JWT_ISSUER), which is what clients and the
  * sidecar are configured with.
+ *
+ * The JWKS carries a strong ETag (a hash of the exact bytes sent) and answers a matching
+ * `If-None-Match` with 304 and no body: sidecars poll it every few seconds (JWKS_REFRESH_INTERVAL)
+ * so that a revoked key stops verifying quickly, and almost every poll is then a 304.
  */
+import { createHash } from 'node:crypto';
 import type { Handler } from '../../shared/http.js';
 import { DEVICE_CODE_GRANT } from '../clients/client.js';
 import { DEVICE_PAGE_PATH } from './device-endpoint.js';
@@ -22,6 +27,7 @@ export const PATHS = Object.freeze({
   devicePage: DEVICE_PAGE_PATH,
   introspect: '/auth/introspect',
   adminClients: '/auth/admin/clients',
+  adminKeys: '/auth/admin/keys',
 });
 
 /** The metadata document (pure). */
@@ -71,14 +77,35 @@ export function discoveryEndpoint(rt: OAuthRuntime): Handler {
   return () => ({ body, headers: { 'cache-control': 'public, max-age=3600' } });
 }
 
+/** A strong entity tag for a body: the base64url SHA-256 of its bytes, quoted (RFC 9110 §8.8.3). */
+export function strongEtag(body: string): string {
+  return `"${createHash('sha256').update(body).digest('base64url')}"`;
+}
+
+/**
+ * Whether an `If-None-Match` header matches `etag`: `*`, or a list naming it. The comparison is
+ * weak (RFC 9110 §13.1.2), so `W/"x"` matches `"x"`.
+ */
+export function ifNoneMatchHits(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  if (header.trim() === '*') return true;
+  const opaque = etag.replace(/^W\//, '');
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque);
+}
+
 export function jwksEndpoint(rt: OAuthRuntime): Handler {
   const maxAge = Math.floor(rt.settings.jwksMaxAgeMs / 1000);
-  return async () => {
+  // The key ring hands out the same document object until the published set changes.
+  let last: { doc: object; body: string; etag: string } | undefined;
+  return async (ctx) => {
     await rt.keys.ensureReady();
-    return {
-      body: rt.keys.jwks(),
-      contentType: 'application/json',
-      headers: { 'cache-control': `public, max-age=${maxAge}` },
-    };
+    const doc = rt.keys.jwks();
+    if (last?.doc !== doc) {
+      const body = JSON.stringify(doc);
+      last = { doc, body, etag: strongEtag(body) };
+    }
+    const headers = { 'cache-control': `public, max-age=${maxAge}`, etag: last.etag };
+    if (ifNoneMatchHits(ctx.headers['if-none-match'], last.etag)) return { status: 304, headers };
+    return { body: last.body, contentType: 'application/json', headers };
   };
 }

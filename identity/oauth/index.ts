@@ -27,11 +27,14 @@
  * | GET | /.well-known/openid-configuration, /.well-known/oauth-authorization-server | metadata |
  * | GET | /.well-known/jwks.json | public signing keys |
  * | GET, POST, DELETE | /auth/admin/clients[/:id[/secret]] | client registry (admin) |
+ * | GET, POST | /auth/admin/keys, /auth/admin/keys/:kid/revoke | signing keys; emergency revocation (admin) |
  */
 import type { Pool } from '../../shared/db.js';
 import { route, type EdgeOptions, type Handler, type HealthCheck } from '../../shared/http.js';
 import type { TemplatedApp } from '../../shared/uws.js';
 import { adminClientRoutes } from '../clients/admin-endpoint.js';
+import { adminKeyRoutes } from '../keys/admin-endpoint.js';
+import { watchSigningKeys } from '../keys/key-watch.js';
 import { authorizeGet, authorizePost } from './authorize-endpoint.js';
 import { deviceAuthorizationEndpoint, devicePageGet, devicePagePost } from './device-endpoint.js';
 import { discoveryEndpoint, jwksEndpoint, PATHS } from './discovery.js';
@@ -86,6 +89,7 @@ export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, pool: 
   add('post', PATHS.userinfo, userinfoEndpoint(rt));
   add('post', PATHS.introspect, introspectionEndpoint(rt));
   for (const r of adminClientRoutes(rt)) add(r.method, r.pattern, r.handler);
+  for (const r of adminKeyRoutes(rt)) add(r.method, r.pattern, r.handler);
 }
 
 /**
@@ -117,9 +121,20 @@ export interface RunningOAuth {
 /**
  * Starts the authorization server's background work: a rotation step at once (which creates the
  * first signing key of a new database), then every `tickMs` a rotation step, a key reload and a
- * purge of expired codes and tokens. A failing step is logged and retried at the next tick.
+ * purge of expired codes and tokens. A failing step is logged and retried at the next tick. Also
+ * keeps the key ring in step with other replicas' revocations (key-watch.ts): a reload on their
+ * NOTIFY, and every `keyReloadMs` in any case.
  */
-export async function startOAuth(pool: Pool, deps: OAuthDeps, opts: { tickMs?: number } = {}): Promise<RunningOAuth> {
+export interface StartOAuthOptions {
+  /** Background step period. Default `OAUTH_TICK_MS`. */
+  tickMs?: number;
+  /** For the LISTEN connection that hears other replicas' key revocations at once; without it, polling only. */
+  databaseUrl?: string;
+  /** Key reload poll period (key-watch.ts). Default `KEY_RELOAD_MS` (5 s). */
+  keyReloadMs?: number;
+}
+
+export async function startOAuth(pool: Pool, deps: OAuthDeps, opts: StartOAuthOptions = {}): Promise<RunningOAuth> {
   const rt = oauthRuntime(pool, deps);
   let running: Promise<void> | undefined;
   const tick = (): Promise<void> => {
@@ -143,11 +158,13 @@ export async function startOAuth(pool: Pool, deps: OAuthDeps, opts: { tickMs?: n
   await rt.keys.ensureReady();
   const timer = setInterval(() => void tick(), opts.tickMs ?? OAUTH_TICK_MS);
   timer.unref();
+  const watch = await watchSigningKeys({ ring: rt.keys, databaseUrl: opts.databaseUrl, pollMs: opts.keyReloadMs, log: rt.log });
   return {
     runtime: rt,
     tick,
     async close() {
       clearInterval(timer);
+      await watch.close();
       await running;
     },
   };

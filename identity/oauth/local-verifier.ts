@@ -2,7 +2,9 @@
  * Identity verifying its own access tokens (userinfo, introspection, the admin API) with the
  * shared resource-server verifier (shared/jwt), the same one the sidecar runs, over the keys it
  * publishes right now. The verifier is rebuilt whenever the published set changes, so a retired
- * key stops verifying here at the same moment it leaves the JWKS.
+ * or revoked key stops verifying here at the same moment it leaves the JWKS: on the replica that
+ * revoked it before the revocation answers, on the others when their key ring reloads
+ * (identity/keys/key-watch.ts: on the NOTIFY, else within the poll period).
  */
 import type { Clock } from '../../shared/clock.js';
 import { createVerifier, type AccessClaims, type Verifier } from '../../shared/jwt/index.js';
