@@ -374,13 +374,13 @@ export class DataPlane {
       writeProblem(res, 'invalid_token', 'bearer tokens are not accepted here (no key set configured)', EMPTY);
       return;
     }
-    const owner = this.o.routes.ownerOf(path);
+    const owners = this.o.routes.ownersOf(path);
 
     // Fast path: with in-process counters a key or an address is decided right here; a refusal is
     // written before any per-request state is allocated.
     let early: Outcome | undefined;
     if (caller !== undefined && this.syncAdmission) {
-      const d = this.decideFor(caller, route, method, path, owner);
+      const d = this.decideFor(caller, route, method, path, owners);
       if (d instanceof PlatformError) {
         this.writeError(res, d);
         return;
@@ -417,11 +417,11 @@ export class DataPlane {
     if (early) {
       this.respond(p, caller!, early);
     } else if (caller !== undefined) {
-      this.admitCaller(p, caller, owner);
+      this.admitCaller(p, caller, owners);
     } else {
       this.o.verifier!.verifyAccessToken(token!).then(
         (claims) => {
-          if (!p.aborted) this.admitCaller(p, tokenCaller(claims), owner);
+          if (!p.aborted) this.admitCaller(p, tokenCaller(claims), owners);
         },
         (err: unknown) => {
           if (!p.aborted) this.refuseError(p, err);
@@ -516,10 +516,10 @@ export class DataPlane {
     route: Route,
     method: string,
     path: string,
-    owner: string | undefined,
+    owners: readonly string[],
   ): PlatformError | Outcome | Promise<Outcome> {
-    if (owner !== undefined) {
-      const refusal = ownerRefusal(owner, caller, this.o.serviceRoles);
+    for (let i = 0; i < owners.length; i++) {
+      const refusal = ownerRefusal(owners[i]!, caller, this.o.serviceRoles);
       if (refusal) return refusal;
     }
     this.o.hotKeys.record(caller.subject);
@@ -544,8 +544,8 @@ export class DataPlane {
     return this.o.gate.admit(caller.subject, quota, limit, route.class, routeLabel, method, path);
   }
 
-  private admitCaller(p: Pending, caller: Caller, owner: string | undefined): void {
-    const d = this.decideFor(caller, p.route, p.method, p.path, owner);
+  private admitCaller(p: Pending, caller: Caller, owners: readonly string[]): void {
+    const d = this.decideFor(caller, p.route, p.method, p.path, owners);
     if (d instanceof PlatformError) {
       this.refuseError(p, d);
     } else if (d instanceof Promise) {

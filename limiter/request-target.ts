@@ -8,9 +8,10 @@
  * 1. Every byte of the path and query is visible ASCII (0x21–0x7E). Raw spaces, control bytes and
  *    non-ASCII bytes are refused: RFC 9112 §3.2 has clients percent-encode them, and uWS hands us
  *    the target already decoded as UTF-8, so their original bytes could not be forwarded exactly.
- * 2. The path starts with `/` (origin-form). A raw `\` or `;` anywhere in the path is refused:
- *    some upstreams read `\` as `/` and `;` as the start of path parameters (`/users;x/bob` is
- *    `/users/bob` to a servlet container), so the path they route would differ from ours.
+ * 2. The path starts with `/` (origin-form). A raw `\`, `;` or `#` anywhere in the path is
+ *    refused: some upstreams read `\` as `/`, `;` as the start of path parameters (`/users;x/bob`
+ *    is `/users/bob` to a servlet container) and `#` as the start of a fragment (`/admin#x` is
+ *    `/admin` to a WHATWG URL parser), so the path they route would differ from ours.
  * 3. Percent-escapes must be `%` and two hex digits. Escapes of unreserved characters
  *    (`A–Z a–z 0–9 - . _ ~`, RFC 3986 §2.3) are decoded; the rest are kept, with upper-case hex
  *    (§6.2.2.1). Encoded `/` (`%2F`), `\` (`%5C`) and control bytes (`%00`–`%1F`, `%7F`) are
@@ -61,6 +62,7 @@ export function canonicalPath(raw: string): string | TargetRefusal {
     if (c < 0x21 || c > 0x7e) return refusal('the path holds a space, a control character or a non-ASCII byte; percent-encode it');
     if (c === 0x5c) return refusal('the path holds a raw \\');
     if (c === 0x3b) return refusal('the path holds a ; (path parameters are not accepted)');
+    if (c === 0x23) return refusal('the path holds a raw # (a fragment is never sent to a server)');
     if (c === 0x25) plain = false;
     else if (c === 0x2f && i + 1 < n) {
       const next = raw.charCodeAt(i + 1);

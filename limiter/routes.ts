@@ -15,6 +15,7 @@
  */
 import { PlatformError } from '../shared/errors.js';
 import { bytes } from '../shared/config.js';
+import { canonicalPath } from './request-target.js';
 
 /** Route classes and their default fail mode: see `defaultFailMode` in gate.ts. */
 export type RouteClass = 'default' | 'public_read' | 'auth' | 'payment' | 'sms';
@@ -127,9 +128,16 @@ export function parseRoutes(raw: string): RouteSpec[] {
   return out;
 }
 
+/**
+ * A configured prefix in the canonical form requests are matched in (request-target.ts), without
+ * a trailing `/`: a prefix that could never equal a canonical path would be a dead route.
+ */
 function normalizePrefix(p: string): string {
-  let s = p.trim();
-  if (!s.startsWith('/')) throw new Error(`route prefix "${s}" must start with /`);
+  const raw = p.trim();
+  if (!raw.startsWith('/')) throw new Error(`route prefix "${raw}" must start with /`);
+  const c = canonicalPath(raw);
+  if (typeof c !== 'string') throw new Error(`route prefix "${raw}": ${c.detail}`);
+  let s = c;
   while (s.length > 1 && s.endsWith('/')) s = s.slice(0, -1);
   return s;
 }
@@ -140,6 +148,23 @@ function underPrefix(path: string, prefix: string): boolean {
   if (!path.startsWith(prefix)) return false;
   const next = path.charCodeAt(prefix.length);
   return Number.isNaN(next) || next === 47;
+}
+
+const NONE: string[] = [];
+
+/** `{id}` when `path` is `<owner>/{id}` or lies below it, percent-decoded; else undefined. */
+function idUnder(path: string, owner: string): string | undefined {
+  const base = owner === '/' ? 0 : owner.length;
+  if (base > 0 && (!path.startsWith(owner) || path.charCodeAt(base) !== 47)) return undefined;
+  if (path.length <= base + 1) return undefined;
+  const end = path.indexOf('/', base + 1);
+  const raw = path.slice(base + 1, end < 0 ? undefined : end);
+  if (raw === '') return undefined;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }
 
 /** Longest-prefix matcher over a fixed table. Built once at start. */
@@ -203,22 +228,25 @@ export class RouteTable {
   }
 
   /**
-   * The user a canonical path belongs to under the ownership rules (`<owner>/{id}` or below), or
-   * undefined when no rule covers it. The id is percent-decoded as the upstream's router decodes
-   * a path parameter.
+   * The users a canonical path belongs to under the ownership rules: for every rule `<owner>` it
+   * lies under as `<owner>/{id}[/…]`, that `{id}`, percent-decoded as the upstream's router decodes
+   * a path parameter. Usually none or one; nested rules each name theirs, and the caller must be
+   * every one of them.
    */
+  ownersOf(path: string): string[] {
+    let out: string[] | undefined;
+    for (const o of this.owners) {
+      const id = idUnder(path, o);
+      if (id !== undefined) (out ??= []).push(id);
+    }
+    return out ?? NONE;
+  }
+
+  /** The user of the longest ownership rule covering `path`, or undefined. */
   ownerOf(path: string): string | undefined {
-    const owners = this.owners;
-    for (let i = 0; i < owners.length; i++) {
-      const o = owners[i]!;
-      if (path.length <= o.length + 1 || !path.startsWith(o) || path.charCodeAt(o.length) !== 47) continue;
-      const end = path.indexOf('/', o.length + 1);
-      const raw = path.slice(o.length + 1, end < 0 ? undefined : end);
-      try {
-        return decodeURIComponent(raw);
-      } catch {
-        return raw;
-      }
+    for (const o of this.owners) {
+      const id = idUnder(path, o);
+      if (id !== undefined) return id;
     }
     return undefined;
   }

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The sidecar's one canonical request target (limiter/request-target.ts): one example row per rule
  * of the module's doc comment and the attack paths of the ownership issue, then properties over
@@ -15,6 +16,7 @@ const NOT_A_PATH = 'the request target must be a path starting with /';
 const NOT_VISIBLE = 'the path holds a space, a control character or a non-ASCII byte; percent-encode it';
 const BACKSLASH = 'the path holds a raw \\';
 const SEMICOLON = 'the path holds a ; (path parameters are not accepted)';
+const HASH = 'the path holds a raw # (a fragment is never sent to a server)';
 const BAD_ESCAPE = 'the path holds a % that does not start a valid escape (%XX)';
 const ENCODED_SEPARATOR = 'the path holds an encoded / or \\ (%2F, %5C)';
 const ENCODED_CONTROL = 'the path holds an encoded control character';
@@ -225,7 +227,7 @@ t.test('property: the shape of a canonical path', async (t) => {
     if (c.includes('//')) throw why('holds //');
     if (c.split('/').some((s) => s === '.' || s === '..')) throw why('holds a dot segment');
     if (/[^\x21-\x7e]/.test(c)) throw why('holds a byte that is not visible ASCII');
-    if (/[\\;]/.test(c)) throw why('holds a raw \\ or ;');
+    if (/[\\;#]/.test(c)) throw why('holds a raw \\, ; or #');
     if (/%(?![0-9A-F]{2})/.test(c)) throw why('holds a % that is not an upper-case escape');
     const escapes = escapesOf(c);
     if (escapes.length > 0) withEscapes += 1;
@@ -250,6 +252,7 @@ function reasonsToRefuse(x: string): Set<string> {
   if (/[^\x21-\x7e]/u.test(x)) out.add(NOT_VISIBLE);
   if (x.includes('\\')) out.add(BACKSLASH);
   if (x.includes(';')) out.add(SEMICOLON);
+  if (x.includes('#')) out.add(HASH);
   if (/%(?![0-9A-Fa-f]{2})/.test(x)) out.add(BAD_ESCAPE);
   for (const e of escapesOf(x)) {
     if (e.byte === 0x2f || e.byte === 0x5c) out.add(ENCODED_SEPARATOR);
@@ -287,7 +290,7 @@ t.test('property: a target is refused exactly when a rule refuses it, and says w
   );
   t.same(
     [...seen].sort(),
-    [NOT_A_PATH, NOT_VISIBLE, BACKSLASH, SEMICOLON, BAD_ESCAPE, ENCODED_SEPARATOR, ENCODED_CONTROL, ABOVE_ROOT].sort(),
+    [NOT_A_PATH, NOT_VISIBLE, BACKSLASH, SEMICOLON, HASH, BAD_ESCAPE, ENCODED_SEPARATOR, ENCODED_CONTROL, ABOVE_ROOT].sort(),
     'every refusal was generated',
   );
 });

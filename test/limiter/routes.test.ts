@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The sidecar's route table (limiter/routes.ts): `LIMITER_ROUTES` parsing, option by option and
  * one fixture per bad value; longest-prefix matching on segment boundaries; overrides of a default
