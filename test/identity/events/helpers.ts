@@ -3,7 +3,6 @@
  * event store on it, and small builders for events.
  */
 import { Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { FakeClock } from '../../../shared/clock.js';
 import { createLogger, type Logger } from '../../../shared/log.js';
@@ -17,6 +16,7 @@ import { ProjectionRunner, type RunnerOptions } from '../../../identity/events/p
 import type { Projector } from '../../../identity/events/projector.js';
 import { useTestDatabase, type TestContext, type TestDatabase } from '../../harness/db.js';
 import { testLogger } from '../../harness/log.js';
+import { waitFor } from '../../harness/wait.js';
 
 export interface EventsDb {
   db: TestDatabase;
@@ -79,18 +79,20 @@ export async function readToHead(
 ): Promise<{ events: RecordedEvent[]; next: Checkpoint }> {
   const events: RecordedEvent[] = [];
   let cp = from;
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await store.readAll(cp, limit);
-    events.push(...r.events);
-    cp = r.next;
-    if (r.scanned >= limit) continue;
-    const { rows } = await store.pool.query('SELECT 1 FROM events WHERE (tx, position) > ($1::xid8, $2::bigint) LIMIT 1', [
-      cp.tx,
-      cp.position,
-    ]);
-    if (rows.length === 0) return { events, next: cp };
-    if (Date.now() > deadline) throw new Error('the log did not become readable to its head');
-    await sleep(5);
-  }
+  return waitFor(
+    async () => {
+      for (;;) {
+        const r = await store.readAll(cp, limit);
+        events.push(...r.events);
+        cp = r.next;
+        if (r.scanned < limit) break;
+      }
+      const { rows } = await store.pool.query('SELECT 1 FROM events WHERE (tx, position) > ($1::xid8, $2::bigint) LIMIT 1', [
+        cp.tx,
+        cp.position,
+      ]);
+      return rows.length === 0 && { events, next: cp };
+    },
+    { timeoutMs, intervalMs: 5, what: 'the log to become readable to its head' },
+  );
 }

@@ -1,4 +1,5 @@
 import t from 'tap';
+import type pg from 'pg';
 import { FakeClock } from '../../../shared/clock.js';
 import { createRegistry } from '../../../shared/metrics.js';
 import type { Actor } from '../../../identity/domain/actor.js';
@@ -157,7 +158,23 @@ t.test('LISTEN/NOTIFY wakes the projectors long before the poll would', async (t
 t.test('a long transaction holds the projectors back; they catch up as soon as it ends, with no notification', async (t) => {
   const signal = new AppendSignal(pool, log);
   const notifying = new EventStore(pool, { onAppended: () => signal.poke() });
-  const live = testRunner(pool, notifying, projectors, { clock, pollIntervalMs: 600_000 });
+  // Counts the user_card projector's passes that found committed events held back behind an open
+  // transaction (projection-runner.ts heldBack): the runner looked, and could not read them yet.
+  let heldBackPasses = 0;
+  const watched = new Proxy(pool, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target) as unknown;
+      if (typeof v !== 'function') return v;
+      if (prop !== 'query') return v.bind(target) as unknown;
+      return async (...args: unknown[]) => {
+        const res = (await v.apply(target, args)) as pg.QueryResult;
+        const heldBack = typeof args[0] === 'string' && args[0].includes('JOIN projection_checkpoints');
+        if (heldBack && (args[1] as unknown[] | undefined)?.[0] === 'user_card' && res.rowCount) heldBackPasses++;
+        return res;
+      };
+    },
+  });
+  const live = testRunner(watched, notifying, projectors, { clock, pollIntervalMs: 600_000 });
   const listener = new EventsListener({ url: db.url, log, onNotify: () => live.wake() });
   t.teardown(async () => {
     signal.close();
@@ -181,7 +198,8 @@ t.test('a long transaction holds the projectors back; they catch up as soon as i
   await notifying.append('user-held-fast', 0, [
     raw('UserRegistered', { user_id: 'held-fast', email: 'f@x.io', name: 'Fast', created_at: 1 }, 2),
   ]);
-  await new Promise((r) => setTimeout(r, 200));
+  heldBackPasses = 0;
+  await waitFor(() => heldBackPasses >= 2, { what: 'the user_card projector to look (twice) and find held-fast held back' });
   t.equal(await read.userCard('held-fast'), undefined, 'not projected while the older transaction is open');
   await slow.query('COMMIT'); // no notification for this one
   await waitFor(async () => (await read.userCard('held-slow')) && read.userCard('held-fast'), { timeoutMs: 5_000, what: 'both cards' });

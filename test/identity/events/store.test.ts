@@ -79,7 +79,15 @@ t.test('two writers past the guard: the unique constraint settles it (the second
   // b passes the version guard (it cannot see a's uncommitted row) and blocks on a's index entry.
   // (The handler is attached at once: b's answer may be read before a's COMMIT returns.)
   const b = store.append('s-unique', 0, [raw('Thing', { by: 'b' })]).catch((e: unknown) => e);
-  await sleep(100);
+  await waitFor(
+    async () =>
+      (
+        await pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        )
+      ).rows[0]!.n > 0,
+    { what: "b to block on a's uncommitted index entry" },
+  );
   await a.query('COMMIT');
   const err = await b;
   t.type(err, ConcurrencyError);
