@@ -1,0 +1,118 @@
+/**
+ * The signing-key admin CLI: calls identity's admin API (`/auth/admin/keys`).
+ *
+ *   npm run keys -- list   [--json]
+ *   npm run keys -- revoke <kid> [--reason "why"] [--json]
+ *
+ * `revoke` is the emergency revocation of a leaked key: it leaves identity's JWKS at once and
+ * never signs again (if it was signing, the answer names the successor that signs from now on);
+ * every token it signed stops verifying at every sidecar within seconds (README, "Revoking a
+ * signing key"). Reads IDENTITY_URL (default http://127.0.0.1:8083) and IDENTITY_ADMIN_TOKEN from
+ * the environment.
+ *
+ * Exit status: 0 done (also for a key revoked before); 1 the call failed (one line on stderr, e.g.
+ * `keys: 404 not_found: no such signing key`); 2 bad usage or configuration.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig, pick } from '../shared/config.js';
+import { ENV } from '../shared/env.js';
+
+class UsageError extends Error {}
+
+const USAGE = `usage: npm run keys -- <list|revoke> [flags]
+  list                          every signing key: state (pending, signing, verifying, retired, revoked) and schedule
+  revoke <kid> [--reason TEXT]  emergency revocation: out of the JWKS now, never signs again
+  --json                        print the API's JSON answer`;
+
+const OPTIONS = {
+  reason: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const keysCliConfig = pick(ENV, ['IDENTITY_URL', 'IDENTITY_ADMIN_TOKEN']);
+
+interface KeyView {
+  kid: string;
+  alg: string;
+  state: string;
+  created_at: string;
+  activate_at: string;
+  retire_at: string | null;
+  revoked_at: string | null;
+  revoked_reason: string | null;
+}
+
+async function call(url: string, token: string, init: RequestInit = {}): Promise<unknown> {
+  const res = await fetch(url, {
+    ...init,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(30_000),
+  });
+  const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${res.status} ${String(body.code ?? '')}: ${String(body.detail ?? res.statusText)}`);
+  return body;
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values: flags, positionals } = parsed;
+  if (flags.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const [command, kid, ...extra] = positionals;
+  if (command !== 'list' && command !== 'revoke') throw new UsageError('a command is required: list or revoke');
+  if (command === 'revoke' && kid === undefined) throw new UsageError('revoke needs the kid of the key');
+  if (command === 'list' && kid !== undefined) throw new UsageError(`unexpected argument: ${kid}`);
+  if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`);
+  if (command === 'list' && flags.reason !== undefined) throw new UsageError('--reason is for revoke');
+
+  const config = loadConfig(keysCliConfig);
+  if (!config.IDENTITY_ADMIN_TOKEN) throw new UsageError('set IDENTITY_ADMIN_TOKEN (the admin token identity runs with)');
+  const base = `${config.IDENTITY_URL.replace(/\/+$/, '')}/auth/admin/keys`;
+
+  if (command === 'list') {
+    const body = (await call(base, config.IDENTITY_ADMIN_TOKEN)) as { keys: KeyView[] };
+    if (flags.json) process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+    else
+      for (const k of body.keys) {
+        const revoked = k.revoked_at ? `  revoked ${k.revoked_at}${k.revoked_reason ? ` (${k.revoked_reason})` : ''}` : '';
+        process.stdout.write(`${k.kid}  ${k.alg}  ${k.state.padEnd(9)}  signs from ${k.activate_at}${revoked}\n`);
+      }
+    return 0;
+  }
+  const body = (await call(`${base}/${encodeURIComponent(kid!)}/revoke`, config.IDENTITY_ADMIN_TOKEN, {
+    method: 'POST',
+    body: JSON.stringify(flags.reason === undefined ? {} : { reason: flags.reason }),
+  })) as { kid: string; revoked_at: string; already_revoked: boolean; successor: { kid: string; how: string } | null };
+  if (flags.json) process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+  else if (body.already_revoked) process.stdout.write(`${body.kid} was already revoked at ${body.revoked_at}\n`);
+  else {
+    const next = body.successor ? `; ${body.successor.kid} signs from now on (${body.successor.how})` : '';
+    process.stdout.write(`${body.kid} revoked at ${body.revoked_at}${next}\n`);
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`keys: ${err.message}\n${USAGE}\n`);
+      process.exit(2);
+    }
+    if (err instanceof Error && err.name === 'ConfigError') {
+      process.stderr.write(`keys: ${err.message}\n`);
+      process.exit(2);
+    }
+    const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : '';
+    process.stderr.write(`keys: ${err instanceof Error ? err.message.split('\n')[0]! : String(err)}${cause}\n`);
+    process.exit(1);
+  },
+);
