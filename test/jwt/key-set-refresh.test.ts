@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * The remote key set's background refresh (issue item 14: a revoked key must stop verifying within
  * seconds, not at the next lazy refresh 10 minutes on): the timer alone picks up a removed kid, a
