@@ -12,6 +12,7 @@ import { testRedisUrl } from '../harness/env.js';
 import { testKeyPrefix } from '../harness/redis.js';
 import { fixedQuota, keySubject, metricSum, newApiKey, parseMetrics, startTestSidecar } from './fixtures/sidecar.js';
 import { startUpstream } from '../harness/upstream.js';
+import { waitFor } from '../harness/wait.js';
 
 t.test('a candidate script runs in shadow: the enforcing one decides, disagreements are counted', async (t) => {
   // The candidate doubles every burst: it would admit where the enforcing script denies.
@@ -46,11 +47,13 @@ t.test('a candidate script runs in shadow: the enforcing one decides, disagreeme
     statuses.push(r.status);
   }
   t.equal(statuses.filter((s) => s === 200).length, 5, 'the enforcing script decides: exactly the burst admitted');
-  let disagreements = 0;
-  for (let i = 0; i < 50 && disagreements < 5; i++) {
-    disagreements = metricSum(parseMetrics(await (await fetch(`${sc.admin}/metrics`)).text()), 'ratelimit_shadow_script_disagreements');
-    if (disagreements < 5) await new Promise((r) => setTimeout(r, 20));
-  }
+  const disagreements = await waitFor(
+    async () => {
+      const n = metricSum(parseMetrics(await (await fetch(`${sc.admin}/metrics`)).text()), 'ratelimit_shadow_script_disagreements');
+      return n >= 5 && n;
+    },
+    { what: 'the shadow comparisons of requests 6 to 10' },
+  );
   t.equal(disagreements, 5, 'requests 6 to 10: denied, the candidate would have admitted');
 });
 

@@ -444,6 +444,9 @@ t.test('random writes with dropped streams and silent periods converge on the co
     seed = (seed * 1103515245 + 12345) % 2 ** 31;
     return seed / 2 ** 31;
   };
+  // Something the sidecar did: a request, an ack, or a version applied.
+  const progress = (): number => cp.watches.length + cp.snapshots.length + cp.acks.length + cache.version;
+  let mark = progress();
   for (let i = 0; i < 60; i++) {
     const r = rnd();
     const subject = `key:${Math.floor(rnd() * 8)}`;
@@ -451,7 +454,11 @@ t.test('random writes with dropped streams and silent periods converge on the co
     else if (r < 0.75 && cp.table.has(subject)) cp.delete(subject);
     else if (r < 0.85) cp.drop();
     else cp.silent = !cp.silent;
-    if (i % 10 === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    if (i % 10 === 0) {
+      // Between bursts, let the sidecar act on what it has seen (stream or poll) before the next.
+      await waitFor(() => progress() !== mark, { what: 'the sidecar to act between bursts' });
+      mark = progress();
+    }
   }
   cp.silent = false;
   await waitFor(() => cache.version === cp.version, { what: 'convergence', timeoutMs: 10_000 });
