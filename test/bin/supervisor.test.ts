@@ -27,9 +27,13 @@ t.test('a child exiting with a give-up code is not restarted', async (t) => {
   const sup = new Supervisor({ initialBackoffMs: 10, giveUpCodes: [3], stdio: 'pipe' });
   t.teardown(() => sup.stop());
   const gaveUp = new Promise<[string, number]>((res) => sup.on('giveUp', (name, code) => res([name, code])));
+  const restarts: string[] = [];
+  sup.on('restart', (name) => restarts.push(name));
   sup.add({ name: 'config-broken', command: process.execPath, args: [child, counter, '99'] });
   t.same(await gaveUp, ['config-broken', 3]);
-  await new Promise((r) => setTimeout(r, 100));
+  // The exit handler decides once: 'giveUp' or 'restart' (which schedules the relaunch), never both.
+  t.same(restarts, [], 'no restart was scheduled');
+  t.equal(sup.pid('config-broken'), undefined, 'and nothing runs');
   t.equal(readFileSync(counter, 'utf8'), '1', 'started once only');
   t.equal(sup.restarts('config-broken'), 0);
 });

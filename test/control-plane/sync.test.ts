@@ -112,11 +112,9 @@ t.test('a watcher still in the change log gets deltas; one behind it gets a full
 t.test("another replica's write reaches a watcher here by NOTIFY (this replica polls hourly)", async (t) => {
   const w = watch(t, syncA, 'sc-notify');
   await w.until((x) => x.received.length > 0);
-  const start = Date.now();
   const r = await put(adminB, quota('user:from-b', { rate: 77, burst: 77 }), 1);
-  await w.reach(Number(r.version), 3_000);
+  await w.reach(Number(r.version), 3_000); // the hourly poll cannot have brought it
   t.equal(w.cache.record('user:from-b')?.limit?.rate, 77);
-  t.ok(Date.now() - start < 3_000);
 });
 
 t.test('a change committed without NOTIFY still arrives, by polling', async (t) => {
@@ -180,12 +178,16 @@ t.test('a sidecar that does not ack is reported lagging once the timeout passes'
   t.ok(took >= 250, `waited for the timeout (${took} ms)`);
   t.ok(slow.version >= Number(r.version), 'the laggard did receive it; it just never acked');
 
-  // A laggard that disconnects while waited for is reported at once, not after the timeout.
+  // A laggard that disconnects while waited for is reported at once, not after the timeout (the
+  // longest allowed, 60 s: the wait below gives up long before it).
   const start2 = Date.now();
-  const pending = put(adminA, quota('user:lag', { rate: 3, burst: 3 }), 20_000);
+  let answered = false;
+  const pending = put(adminA, quota('user:lag', { rate: 3, burst: 3 }), 60_000).finally(() => (answered = true));
   await slow.until((w) => w.version > Number(r.version));
   slow.close();
+  await waitFor(() => answered, { timeoutMs: 15_000, what: 'the write to answer once the laggard left' });
   const r2 = await pending;
+  t.comment(`answered ${Date.now() - start2} ms after the write`);
   // Usually reported as lagging. On a loaded machine the NOTIFY of the commit can beat the
   // writer's own COMMIT reply, so the laggard may be gone before the wait starts: then it was not
   // connected when the write returned, and is rightly not listed. Never as acked, and never a wait.
@@ -194,7 +196,6 @@ t.test('a sidecar that does not ack is reported lagging once the timeout passes'
     'only the laggard lags',
   );
   t.notOk(r2.ackedSidecarIds.includes('sc-lag'), 'a sidecar that never acked is never reported as acked');
-  t.ok(Date.now() - start2 < 10_000, 'answered when the laggard left');
 
   const metrics = await (await fetch(`${a.http}/metrics`)).text();
   const applied = metricLines(metrics, 'quota_sidecar_applied_version').find((l) => l.includes('sidecar="sc-ok"'));
@@ -228,7 +229,8 @@ t.test('sync auth: with CONTROL_PLANE_SYNC_TOKEN set, sidecars must present it',
 });
 
 t.test('an idle stream gets heartbeats; shutdown ends the streams', async (t) => {
-  const hb = await useControlPlane(t, db.url, { CONTROL_PLANE_HEARTBEAT: '150ms' }, testLogger('control-plane'));
+  // A ten-minute SHUTDOWN_GRACE: close() can only return promptly by ending the open streams itself.
+  const hb = await useControlPlane(t, db.url, { CONTROL_PLANE_HEARTBEAT: '150ms', SHUTDOWN_GRACE: '10m' }, testLogger('control-plane'));
   const sync = syncClient(t, hb.grpc);
   const w = watch(t, sync, 'sc-idle');
   await w.until((x) => x.received.length >= 3, 5_000, 'two heartbeats');
@@ -237,6 +239,7 @@ t.test('an idle stream gets heartbeats; shutdown ends the streams', async (t) =>
   t.ok(beats[1]!.issuedAt > w.received[0]!.issuedAt, 'each stamped when sent');
   const start = Date.now();
   await hb.close();
+  t.comment(`close() returned in ${Date.now() - start} ms with a stream open`);
   await w.until((x) => x.ended || x.error !== undefined, 3_000, 'the stream to end');
-  t.ok(Date.now() - start < 3_000, 'close() is prompt with a stream open');
+  t.pass('close() ended the open stream rather than waiting out the grace');
 });

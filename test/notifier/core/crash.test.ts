@@ -16,7 +16,6 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startSandbox } from '../../../notifier/sandbox/app.js';
 import { useTestDatabase } from '../../harness/db.js';
 import { freePort } from '../../harness/ports.js';
@@ -169,5 +168,4 @@ t.test('SIGKILL mid-load: nothing accepted is lost, no provider sees a delivery 
 
   child.kill('SIGTERM');
   await once(child, 'exit');
-  await sleep(10);
 });
