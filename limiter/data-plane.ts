@@ -21,7 +21,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Verifier } from '../shared/jwt/index.js';
 import type { InFlight } from '../shared/http.js';
 import type { LimitParams } from './admission/limit.js';
-import { connectionTokens, dropRequestHeader, Exchange, RequestBodyStream, writeProblem, type Upstreams } from './proxy.js';
+import { connectionTokens, dropRequestHeader, Exchange, refuseAndClose, RequestBodyStream, writeProblem, type Upstreams } from './proxy.js';
 import { canonicalPath, queryRefusal } from './request-target.js';
 import { rateLimitHeaders } from './headers.js';
 import {
@@ -312,18 +312,18 @@ export class DataPlane {
     const rawPath = req.getUrl();
     const query = req.getQuery() ?? '';
     if (rawPath.length + query.length > this.o.maxUrlBytes) {
-      writeProblem(res, 'uri_too_long', `the request target is longer than ${this.o.maxUrlBytes} bytes`, EMPTY, true);
+      refuseAndClose(res, 'uri_too_long', `the request target is longer than ${this.o.maxUrlBytes} bytes`);
       return;
     }
     const path = canonicalPath(rawPath);
     if (typeof path !== 'string') {
-      writeProblem(res, 'bad_request_target', path.detail, EMPTY, true);
+      refuseAndClose(res, 'bad_request_target', path.detail);
       return;
     }
     if (query !== '') {
       const bad = queryRefusal(query);
       if (bad) {
-        writeProblem(res, 'bad_request_target', bad.detail, EMPTY, true);
+        refuseAndClose(res, 'bad_request_target', bad.detail);
         return;
       }
     }
@@ -333,7 +333,7 @@ export class DataPlane {
     const h: Scan = scan;
     const framing = this.framingRefusal(h);
     if (framing) {
-      writeProblem(res, framing.code, framing.detail, EMPTY, true);
+      refuseAndClose(res, framing.code, framing.detail);
       return;
     }
     const route = this.o.routes.match(path);

@@ -179,10 +179,13 @@ export class Gate {
       return this.outcome(req.key, figures, quota, route, 'fail_closed', this.o.failClosedStatus);
     }
     const r = this.o.emergency.admit({ key: req.key, limit: this.emergencyLimit(req.limit), global: undefined, cost: req.cost });
+    const limit = known?.limit ?? quotaLimit(req.limit);
     const figures: Decision = {
       allowed: r.allowed,
-      limit: known?.limit ?? quotaLimit(req.limit),
-      remaining: known ? Math.min(known.remaining, r.remaining) : r.remaining,
+      limit,
+      // The emergency bucket is LIMITER_EMERGENCY_FACTOR × the quota: its remaining is reported
+      // only once it is the smaller figure, never above the quota's limit.
+      remaining: Math.min(limit, known ? Math.min(known.remaining, r.remaining) : r.remaining),
       resetAtMs: known?.resetAtMs ?? r.resetAtMs,
       retryAfterMs: r.retryAfterMs,
     };

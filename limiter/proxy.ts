@@ -121,7 +121,7 @@ function corkedProblem(): void {
 
 /**
  * Writes a problem+json error with the rate-limit headers already computed for this request;
- * `close` ends the connection after it (a request whose framing could not be trusted).
+ * `close` ends the connection after it.
  */
 export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string, extraHeaders: readonly string[], close = false): number {
   const key = code + '\u0000' + detail;
@@ -138,6 +138,27 @@ export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string,
   problemClose = close;
   res.cork(corkedProblem);
   return entry.code;
+}
+
+/**
+ * Refuses a request whose framing or form could not be trusted, and ends its connection, so that
+ * no byte after it is read as another request.
+ *
+ * Why the answer waits a turn of the event loop: uWS parses every request already in its read
+ * buffer before it sends anything, and `end(body, true)` does not stop that, so bytes pipelined
+ * behind a malformed request would be parsed and forwarded (test/limiter/edge.test.ts). A pending
+ * (asynchronous) response makes uWS close the connection instead when another request arrives
+ * behind it: then the client gets no answer and nothing is forwarded. A malformed request alone
+ * gets its problem+json with `Connection: close` on the next turn.
+ */
+export function refuseAndClose(res: HttpResponse, code: ErrorCode, detail: string): void {
+  let gone = false;
+  res.onAborted(() => {
+    gone = true;
+  });
+  setImmediate(() => {
+    if (!gone) writeProblem(res, code, detail, EMPTY, true);
+  });
 }
 
 function upstreamErrorCode(err: unknown): ErrorCode {
