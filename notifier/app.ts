@@ -4,20 +4,20 @@
  * from their own modules), pg-boss on the service's pool, and the worker pools: one routing queue
  * per tier and one delivery queue per channel × tier, each with its own loop and concurrency.
  *
- * Start order: the pool and migrations, the HTTP service (its /readyz reports `queues` not ready
- * until pg-boss is up, and the queue-backed endpoints answer 503 until then), pg-boss and its
- * queues, the channels, the workers. Close order: stop accepting requests, stop the workers
- * (finishing the sends in flight, up to the grace period), stop pg-boss, close the channels' pools,
- * end the database pool.
+ * Built, then served: (1) the pool and migrations, (2) the domain on it: pg-boss and its queues,
+ * the channels, the workers (built, not yet running), (3) the HTTP service, whose routes receive
+ * those finished objects, (4) the workers start. Close order: stop accepting requests, stop the
+ * workers (finishing the sends in flight, up to the grace period), stop pg-boss, close the
+ * channels' pools, end the database pool.
  */
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { Pool } from '../shared/db.js';
-import { PlatformError } from '../shared/errors.js';
 import { createVerifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
 import type { Started } from '../shared/main.js';
 import { createRegistry } from '../shared/metrics.js';
-import { startPgService } from '../shared/pg-service.js';
+import { openDatabase, postgresCheck } from '../shared/pg-service.js';
+import { startHttpService, type HttpService } from '../shared/service.js';
 import type { NotifierConfig } from './config.js';
 import { createCallerResolver } from './caller.js';
 import { createChannels, type WriteInbox } from './channels/index.js';
@@ -83,68 +83,25 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     log.warn('NOTIFIER_TRACKING_SECRET is unset: open-pixel links are signed with a per-process key and stop counting after a restart');
   }
 
-  // Filled in once pg-boss is up; the queue-backed endpoints answer 503 until then.
-  let boss: Boss | undefined;
+  // 1. The database.
+  let pool: Pool;
+  try {
+    pool = await openDatabase({
+      name: 'notifier',
+      dir: 'notifier',
+      databaseUrl: config.DATABASE_URL,
+      poolMax: config.DATABASE_POOL_MAX,
+      log,
+    });
+  } catch (err) {
+    caller.close();
+    throw err;
+  }
+
+  // 2. The domain: metrics, pg-boss and its queues, the channels, the workers (built, not yet running).
+  const metrics = createNotifierMetrics(registry, { clock, log, dlqDepth: () => dlqDepth(pool) });
   const runners = new Map<string, Pick<QueueRunner, 'wake' | 'start' | 'stop'>>();
   const wake = (queue: string): void => runners.get(queue)?.wake();
-  const needBoss = (): Boss => {
-    if (!boss) throw new PlatformError('unavailable', { detail: 'the queues are starting', headers: { 'retry-after': '1' } });
-    return boss;
-  };
-  const lazyBoss = new Proxy({} as Boss, {
-    get: (_t, prop) => {
-      const b = needBoss() as unknown as Record<string | symbol, unknown>;
-      const v = b[prop];
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(b) : v;
-    },
-  });
-  // The pool exists once the service has started; /metrics may be scraped before.
-  const started: { pool?: Pool } = {};
-  const metrics = createNotifierMetrics(registry, {
-    clock,
-    log,
-    dlqDepth: () => (started.pool ? dlqDepth(started.pool) : Promise.resolve({})),
-  });
-
-  const svc = await startPgService({
-    name: 'notifier',
-    dir: 'notifier',
-    databaseUrl: config.DATABASE_URL,
-    poolMax: config.DATABASE_POOL_MAX,
-    host: config.HOST,
-    port: config.NOTIFIER_PORT,
-    maxBodyBytes: config.MAX_BODY_BYTES,
-    log,
-    registry,
-    checks: [
-      {
-        name: 'queues',
-        check: async () => {
-          if (!boss) throw new Error('pg-boss is starting');
-        },
-      },
-    ],
-    routes: (app, edge, pool) => {
-      registerIngestRoutes(app, edge, {
-        pool,
-        boss: lazyBoss,
-        caller,
-        metrics,
-        idempotencyTtlMs: config.NOTIFIER_IDEMPOTENCY_TTL,
-        markTemplateUsed: (p, id) => markTemplateUsed(p, id),
-        wake,
-      });
-      registerTrackingRoutes(app, edge, { pool, caller, pixel, inboxPageSize: config.NOTIFIER_INBOX_PAGE_SIZE, log });
-      registerDlqRoutes(app, edge, { pool, boss: lazyBoss, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, wake });
-      registerTemplateRoutes(app, edge, pool, caller);
-      registerProfileRoutes(app, edge, pool, caller);
-      registerDeviceRoutes(app, edge, pool, caller);
-    },
-  });
-  const pool = svc.pool;
-  started.pool = pool;
-
-  let channels: (Channels & { close?: () => Promise<void> }) | undefined;
   const backpressure = new Backpressure({
     pool,
     queues: ['transactional', 'high'].flatMap((t) => [
@@ -156,6 +113,9 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     log,
   });
   const graceMs = config.SHUTDOWN_GRACE;
+  let boss: Boss | undefined;
+  let channels: (Channels & { close?: () => Promise<void> }) | undefined;
+  let http: HttpService | undefined;
   try {
     boss = await startBoss({
       pool,
@@ -221,27 +181,59 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         const r = await runRetention(pool, new Date(clock.now() - config.NOTIFIER_RETENTION));
         log.info({ ...r }, 'retention: old records deleted');
       });
+    }
+
+    // 3. Serving: the routes receive the finished pool, queues and caller.
+    http = await startHttpService({
+      name: 'notifier',
+      host: config.HOST,
+      port: config.NOTIFIER_PORT,
+      log,
+      registry,
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      checks: [postgresCheck(pool)],
+      routes: (app, edge) => {
+        registerIngestRoutes(app, edge, {
+          pool,
+          boss: b,
+          caller,
+          metrics,
+          idempotencyTtlMs: config.NOTIFIER_IDEMPOTENCY_TTL,
+          markTemplateUsed: (p, id) => markTemplateUsed(p, id),
+          wake,
+        });
+        registerTrackingRoutes(app, edge, { pool, caller, pixel, inboxPageSize: config.NOTIFIER_INBOX_PAGE_SIZE, log });
+        registerDlqRoutes(app, edge, { pool, boss: b, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, wake });
+        registerTemplateRoutes(app, edge, pool, caller);
+        registerProfileRoutes(app, edge, pool, caller);
+        registerDeviceRoutes(app, edge, pool, caller);
+      },
+    });
+
+    // 4. Running: the workers take jobs.
+    if (config.NOTIFIER_WORKERS) {
       backpressure.start();
       for (const r of runners.values()) r.start();
     }
   } catch (err) {
+    await http?.close(0);
     await boss?.stop({ graceful: false, close: false }).catch(() => {});
     await channels?.close?.().catch(() => {});
     caller.close();
-    await svc.close(0);
+    await pool.end().catch(() => {});
     throw err;
   }
 
   let closed: Promise<void> | undefined;
   return {
-    port: svc.http.port,
+    port: http.port,
     pool,
     boss,
     backpressure,
-    urls: { api: `http://${config.HOST}:${svc.http.port}` },
+    urls: { api: `http://${config.HOST}:${http.port}` },
     close: () =>
       (closed ??= (async () => {
-        await svc.http.close(graceMs);
+        await http.close(graceMs);
         backpressure.stop();
         await Promise.all([...runners.values()].map((r) => r.stop(graceMs)));
         await boss
@@ -251,7 +243,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           });
         await channels?.close?.().catch((err: unknown) => log.warn({ err }, 'closing the channels failed'));
         caller.close();
-        await svc.close(0);
+        await pool.end();
       })()),
   };
 }

@@ -1,29 +1,62 @@
 /**
- * The common skeleton of a PostgreSQL-backed HTTP service (control plane, notifier, identity): a
- * pool, its migrations applied at start (under an advisory lock, safe with several replicas),
- * and an HTTP service whose /readyz checks the database.
+ * The database half of a PostgreSQL-backed service (control plane, notifier, identity): a pool with
+ * its migrations applied (under an advisory lock, safe with several replicas), and the /readyz
+ * check that goes with it. Each service opens its database first, builds its domain on the pool,
+ * and only then serves routes that receive finished objects (see limiter/control-plane/app.ts,
+ * notifier/app.ts, identity/app.ts).
  */
 import { existsSync } from 'node:fs';
-import type { Registry } from 'prom-client';
-import type { TemplatedApp } from './uws.js';
-import type { EdgeOptions, HealthCheck } from './http.js';
+import type { HealthCheck } from './http.js';
 import type { Logger } from './log.js';
 import { checkDatabase, createPool, type Pool } from './db.js';
 import { migrate } from './migrate.js';
 import { migrationsDir } from './paths.js';
-import { startHttpService, type HttpService } from './service.js';
 import { ConfigError } from './config.js';
 
-export interface PgServiceOptions {
+export interface DatabaseOptions {
   name: string;
   /** Folder under the project root holding `migrations/` (e.g. `limiter/control-plane`). */
   dir: string;
   databaseUrl: string | undefined;
   poolMax: number;
+  log: Logger;
+}
+
+/** A pool on DATABASE_URL with the service's migrations applied; the pool is ended if they fail. */
+export async function openDatabase(opts: DatabaseOptions): Promise<Pool> {
+  if (!opts.databaseUrl) {
+    throw new ConfigError('DATABASE_URL', `is required by ${opts.name} (npm start provides an embedded PostgreSQL)`);
+  }
+  const pool = createPool(opts.databaseUrl, { applicationName: opts.name, max: opts.poolMax, log: opts.log });
+  try {
+    const dir = migrationsDir(opts.dir);
+    if (existsSync(dir)) {
+      const { applied, version } = await migrate(pool, { service: opts.name, dir, log: opts.log });
+      opts.log.info({ applied: applied.length, version }, 'migrations up to date');
+    }
+    return pool;
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}
+
+/** /readyz: the database answers. */
+export function postgresCheck(pool: Pool): HealthCheck {
+  return { name: 'postgres', check: () => checkDatabase(pool) };
+}
+
+// ── Until identity/app.ts is built-then-served too (it is being changed elsewhere): the old
+// combined start, now composed from the two halves above. ──────────────────────────────────────
+import type { Registry } from 'prom-client';
+import type { TemplatedApp } from './uws.js';
+import type { EdgeOptions } from './http.js';
+import { startHttpService, type HttpService } from './service.js';
+
+export interface PgServiceOptions extends DatabaseOptions {
   host: string;
   port: number;
   maxBodyBytes: number;
-  log: Logger;
   registry: Registry;
   checks?: HealthCheck[];
   routes?: (app: TemplatedApp, edge: EdgeOptions, pool: Pool) => void;
@@ -36,16 +69,8 @@ export interface PgService {
 }
 
 export async function startPgService(opts: PgServiceOptions): Promise<PgService> {
-  if (!opts.databaseUrl) {
-    throw new ConfigError('DATABASE_URL', `is required by ${opts.name} (npm start provides an embedded PostgreSQL)`);
-  }
-  const pool = createPool(opts.databaseUrl, { applicationName: opts.name, max: opts.poolMax, log: opts.log });
+  const pool = await openDatabase(opts);
   try {
-    const dir = migrationsDir(opts.dir);
-    if (existsSync(dir)) {
-      const { applied, version } = await migrate(pool, { service: opts.name, dir, log: opts.log });
-      opts.log.info({ applied: applied.length, version }, 'migrations up to date');
-    }
     const http = await startHttpService({
       name: opts.name,
       host: opts.host,
@@ -53,7 +78,7 @@ export async function startPgService(opts: PgServiceOptions): Promise<PgService>
       log: opts.log,
       registry: opts.registry,
       maxBodyBytes: opts.maxBodyBytes,
-      checks: [{ name: 'postgres', check: () => checkDatabase(pool) }, ...(opts.checks ?? [])],
+      checks: [postgresCheck(pool), ...(opts.checks ?? [])],
       routes: opts.routes ? (app, edge) => opts.routes!(app, edge, pool) : undefined,
     });
     return {

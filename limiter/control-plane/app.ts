@@ -22,7 +22,9 @@ import { createVerifier } from '../../shared/jwt/index.js';
 import type { Logger } from '../../shared/log.js';
 import type { Started } from '../../shared/main.js';
 import { createRegistry } from '../../shared/metrics.js';
-import { startPgService, type PgService } from '../../shared/pg-service.js';
+import type { Pool } from '../../shared/db.js';
+import { openDatabase, postgresCheck } from '../../shared/pg-service.js';
+import { startHttpService, type HttpService } from '../../shared/service.js';
 import { QuotaAdmin } from './admin.js';
 import { Authenticator } from './auth.js';
 import type { controlPlaneConfig } from './config.js';
@@ -77,49 +79,39 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
   const sidecars = new SidecarRegistry(clock, metrics);
 
   const replica = randomUUID().slice(0, 8);
-  // Built inside the HTTP service's route hook, where the pool first exists. The gRPC server (and so
-  // every sidecar) comes up only after the table is loaded; an HTTP write in between is stored and
-  // picked up by that load.
-  let core: { mirror: QuotaMirror; sync: SyncService; presence: Presence; grpcAdmin: ReturnType<typeof grpcAdminService> } | undefined;
-  let svc: PgService;
+
+  // 1. The database.
+  let pool: Pool;
   try {
-    svc = await startPgService({
+    pool = await openDatabase({
       name: 'control-plane',
       dir: 'limiter/control-plane',
       databaseUrl: config.DATABASE_URL,
       poolMax: config.DATABASE_POOL_MAX,
-      host: config.HOST,
-      port: config.CONTROL_PLANE_HTTP_PORT,
-      maxBodyBytes: config.MAX_BODY_BYTES,
       log,
-      registry,
-      routes: (app, edge, pool) => {
-        const store = new QuotaStore(pool, { changelogKeep: config.CONTROL_PLANE_CHANGELOG_KEEP });
-        const table = new QuotaTable(config.CONTROL_PLANE_CHANGELOG_KEEP);
-        let sync: SyncService | undefined = undefined;
-        const mirror = new QuotaMirror({
-          store,
-          table,
-          log,
-          onAdvance: (version) => {
-            metrics.tableVersion.set(version);
-            sync?.advanced();
-          },
-        });
-        sync = new SyncService({ mirror, sidecars, auth, metrics, log, clock, heartbeatMs: config.CONTROL_PLANE_HEARTBEAT });
-        const admin = new QuotaAdmin({ store, mirror, sidecars, log, defaultAckTimeoutMs: config.CONTROL_PLANE_ACK_TIMEOUT });
-        registerHttpApi(app, edge, { admin, auth, metrics });
-        const presence = new Presence({ pool, registry: sidecars, replica, announceMs: config.CONTROL_PLANE_HEARTBEAT, log, clock });
-        sidecars.observe(presence);
-        core = { mirror, sync, presence, grpcAdmin: grpcAdminService({ admin, auth, metrics, log }) };
-      },
     });
   } catch (err) {
     auth.close();
     throw err;
   }
-  const { mirror, sync, presence, grpcAdmin } = core!;
 
+  // 2. The domain: the durable store, its in-memory mirror, the sync and admin services, presence.
+  const store = new QuotaStore(pool, { changelogKeep: config.CONTROL_PLANE_CHANGELOG_KEEP });
+  const table = new QuotaTable(config.CONTROL_PLANE_CHANGELOG_KEEP);
+  const mirror = new QuotaMirror({
+    store,
+    table,
+    log,
+    onAdvance: (version) => {
+      metrics.tableVersion.set(version);
+      // The mirror advances only once started, after `sync` exists.
+      sync.advanced();
+    },
+  });
+  const sync = new SyncService({ mirror, sidecars, auth, metrics, log, clock, heartbeatMs: config.CONTROL_PLANE_HEARTBEAT });
+  const admin = new QuotaAdmin({ store, mirror, sidecars, log, defaultAckTimeoutMs: config.CONTROL_PLANE_ACK_TIMEOUT });
+  const presence = new Presence({ pool, registry: sidecars, replica, announceMs: config.CONTROL_PLANE_HEARTBEAT, log, clock });
+  sidecars.observe(presence);
   const listener = new PgListener({
     url: config.DATABASE_URL!,
     channels: [CHANGES_CHANNEL, PRESENCE_CHANNEL],
@@ -132,8 +124,10 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
   const server = new grpc.Server({ 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 });
   let poll: NodeJS.Timeout | undefined;
   let beat: NodeJS.Timeout | undefined;
+  let http: HttpService | undefined;
   let grpcPort: number;
   try {
+    // The table is loaded before anything is served: no sidecar or admin sees an empty mirror.
     await mirror.start();
     await listener.start();
     presence.hello();
@@ -150,7 +144,19 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
       },
       Math.min(config.CONTROL_PLANE_HEARTBEAT, 1000),
     );
-    addGrpcService(server, QuotaAdminService, grpcAdmin);
+
+    // 3. Serving: HTTP and gRPC, over finished objects.
+    http = await startHttpService({
+      name: 'control-plane',
+      host: config.HOST,
+      port: config.CONTROL_PLANE_HTTP_PORT,
+      log,
+      registry,
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      checks: [postgresCheck(pool)],
+      routes: (app, edge) => registerHttpApi(app, edge, { admin, auth, metrics }),
+    });
+    addGrpcService(server, QuotaAdminService, grpcAdminService({ admin, auth, metrics, log }));
     addGrpcService(server, QuotaSyncService, sync.implementation());
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     grpcPort = await new Promise<number>((resolve, reject) =>
@@ -163,8 +169,9 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
     clearInterval(beat);
     presence.close();
     server.forceShutdown();
+    await http?.close(0);
     await listener.close();
-    await svc.close(0);
+    await pool.end().catch(() => {});
     auth.close();
     throw err;
   }
@@ -172,9 +179,9 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
 
   let closing: Promise<void> | undefined;
   return {
-    port: svc.http.port,
+    port: http.port,
     grpcPort,
-    urls: { http: `http://${config.HOST}:${svc.http.port}`, grpc: `${config.HOST}:${grpcPort}` },
+    urls: { http: `http://${config.HOST}:${http.port}`, grpc: `${config.HOST}:${grpcPort}` },
     close: () =>
       (closing ??= (async () => {
         clearInterval(poll);
@@ -184,8 +191,9 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
         sidecars.close();
         presence.close();
         await shutdownGrpc(server, config.SHUTDOWN_GRACE);
-        await svc.close(config.SHUTDOWN_GRACE);
+        await http.close(config.SHUTDOWN_GRACE);
         await listener.close();
+        await pool.end();
         auth.close();
       })()),
   };
