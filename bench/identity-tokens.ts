@@ -34,7 +34,14 @@ import { migrationsDir, PROJECT_ROOT } from '../shared/paths.js';
 import { startHttpService } from '../shared/service.js';
 import { validateRegistration } from '../identity/clients/client.js';
 import { registerClient } from '../identity/clients/client-store.js';
-import { oauthConfig, oauthSettings, registerOAuthRoutes, startOAuth, type OAuthDeps } from '../identity/oauth/index.js';
+import {
+  createOAuthRuntime,
+  oauthConfig,
+  oauthSettings,
+  registerOAuthRoutes,
+  startOAuth,
+  type OAuthDeps,
+} from '../identity/oauth/index.js';
 import { createGrant } from '../identity/tokens/grant-store.js';
 import { replaceSection } from './lib/report.js';
 
@@ -63,6 +70,7 @@ async function serve(job: ServerJob): Promise<void> {
     });
   });
   const d: OAuthDeps = { settings: oauthSettings(loadConfig(oauthConfig, { JWT_ISSUER: `http://127.0.0.1:${port}` })), log, registry };
+  const rt = createOAuthRuntime(pool, d);
   const http = await startHttpService({
     name: 'identity',
     host: '127.0.0.1',
@@ -71,9 +79,9 @@ async function serve(job: ServerJob): Promise<void> {
     registry,
     maxBodyBytes: 65536,
     checks: [],
-    routes: (app, edge) => registerOAuthRoutes(app, edge, pool, d),
+    routes: (app, edge) => registerOAuthRoutes(app, edge, rt),
   });
-  const running = await startOAuth(pool, d, { tickMs: 3_600_000 });
+  const running = await startOAuth(rt, { tickMs: 3_600_000 });
   process.send!({ type: 'ready', port });
   process.on('message', (m: { type: string }) => {
     if (m.type !== 'stop') return;

@@ -33,5 +33,8 @@ export const startConfig = pick(ENV, [
 /** The quota admin CLI (bin/quota.ts, `npm run quota`). */
 export const quotaCliConfig = pick(ENV, ['CONTROL_PLANE_GRPC_URL', 'ADMIN_TOKEN']);
 
+/** The signing-key admin CLI (bin/keys.ts, `npm run keys`). */
+export const keysCliConfig = pick(ENV, ['IDENTITY_URL', 'IDENTITY_ADMIN_TOKEN']);
+
 /** The Docker HEALTHCHECK (bin/healthcheck.ts). */
 export const healthcheckConfig = pick(ENV, ['HEALTHCHECK_HOST']);

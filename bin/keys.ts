@@ -14,8 +14,8 @@
  * `keys: 404 not_found: no such signing key`); 2 bad usage or configuration.
  */
 import { parseArgs } from 'node:util';
-import { loadConfig, pick } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { loadConfig } from '../shared/config.js';
+import { keysCliConfig } from './config.js';
 
 class UsageError extends Error {}
 
@@ -29,8 +29,6 @@ const OPTIONS = {
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
-
-const keysCliConfig = pick(ENV, ['IDENTITY_URL', 'IDENTITY_ADMIN_TOKEN']);
 
 interface KeyView {
   kid: string;

@@ -10,21 +10,14 @@ import type { ConfigOf } from '../shared/config.js';
 import { createVerifier, type Verifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
 import { createRegistry } from '../shared/metrics.js';
-import { startPgService, type PgService } from '../shared/pg-service.js';
+import { openDatabase, postgresCheck } from '../shared/pg-service.js';
+import { startHttpService, type HttpService } from '../shared/service.js';
 import type { Started } from '../shared/main.js';
 import { registerAccountRoutes } from './accounts/routes.js';
 import type { identityConfig } from './config.js';
 import type { CardTokenizer } from './domain/card.js';
 import { createIdentityEvents, type IdentityEvents } from './events/identity-events.js';
-import {
-  oauthRuntime,
-  oauthSettings,
-  registerOAuthRoutes,
-  signingKeysCheck,
-  startOAuth,
-  type OAuthDeps,
-  type RunningOAuth,
-} from './oauth/index.js';
+import { createOAuthRuntime, oauthSettings, registerOAuthRoutes, signingKeysCheck, startOAuth, type RunningOAuth } from './oauth/index.js';
 
 export interface IdentityDeps {
   /** Default: the system clock. */
@@ -42,11 +35,22 @@ export interface Identity extends Started {
 export async function startIdentity(config: ConfigOf<typeof identityConfig>, log: Logger, deps: IdentityDeps = {}): Promise<Identity> {
   const clock = deps.clock ?? systemClock;
   const registry = createRegistry('identity');
-  const oauth: OAuthDeps = { settings: oauthSettings(config), log, registry };
+
+  // 1. The database.
+  const pool = await openDatabase({
+    name: 'identity',
+    dir: 'identity',
+    databaseUrl: config.DATABASE_URL,
+    poolMax: config.DATABASE_POOL_MAX,
+    log,
+  });
+
+  // 2. The domain: the authorization server's runtime (keys, tokens, clients), the verifier of
+  // identity's own resource endpoints, and the event-sourced users and orders.
+  const oauth = createOAuthRuntime(pool, { settings: oauthSettings(config), log, registry });
   // With IDENTITY_JWKS_URL, identity's resource endpoints verify against that key set. Without it,
-  // against its own key ring, in process: fetching its own JWKS over HTTP fails while it is still
-  // starting, and the verifier would then wait out its refetch cooldown before trying again.
-  let pool: PgService['pool'] | undefined;
+  // against its own key ring, in process: fetching its own JWKS over HTTP would fail while it is
+  // still starting, and the verifier would then wait out its refetch cooldown before trying again.
   const remote = createVerifier({
     issuer: config.JWT_ISSUER,
     audience: config.JWT_AUDIENCE,
@@ -57,45 +61,44 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
   });
   const verifier: Verifier = config.IDENTITY_JWKS_URL
     ? remote
-    : { ...remote, verifyAccessToken: async (token) => (await oauthRuntime(pool!, oauth).verifier.verify(token)).claims };
-  let events: IdentityEvents | undefined;
-  let svc: PgService;
+    : { ...remote, verifyAccessToken: async (token) => (await oauth.verifier.verify(token)).claims };
+  const events = createIdentityEvents(
+    {
+      databaseUrl: config.DATABASE_URL!,
+      snapshotEvery: config.IDENTITY_SNAPSHOT_EVERY,
+      runProjections: config.IDENTITY_PROJECTIONS,
+      pollIntervalMs: config.IDENTITY_PROJECTION_POLL_INTERVAL,
+      batchSize: config.IDENTITY_PROJECTION_BATCH,
+      maxAttempts: config.IDENTITY_PROJECTION_MAX_ATTEMPTS,
+      warehouseWindowMs: config.IDENTITY_WAREHOUSE_WINDOW,
+      selfDeleteMaxTotal: config.IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL,
+    },
+    { pool, registry, log, clock, verifier, tokenizeCard: deps.tokenizeCard },
+  );
+  let running: RunningOAuth | undefined;
+  let http: HttpService | undefined;
   try {
-    svc = await startPgService({
+    await events.start();
+    // Signing keys exist (or are created) before the first token request is served.
+    running = await startOAuth(oauth, { databaseUrl: config.DATABASE_URL });
+
+    // 3. Serving: the routes receive the finished runtime, events and pool.
+    http = await startHttpService({
       name: 'identity',
-      dir: 'identity',
-      databaseUrl: config.DATABASE_URL,
-      poolMax: config.DATABASE_POOL_MAX,
       host: config.HOST,
       port: config.IDENTITY_PORT,
-      maxBodyBytes: config.MAX_BODY_BYTES,
       log,
       registry,
-      checks: [
-        { name: 'projections', check: () => events?.check.check() ?? Promise.reject(new Error('starting')) },
-        signingKeysCheck(oauth),
-      ],
-      routes: (app, edge, servicePool) => {
-        pool = servicePool;
-        events = createIdentityEvents(
-          {
-            databaseUrl: config.DATABASE_URL!,
-            snapshotEvery: config.IDENTITY_SNAPSHOT_EVERY,
-            runProjections: config.IDENTITY_PROJECTIONS,
-            pollIntervalMs: config.IDENTITY_PROJECTION_POLL_INTERVAL,
-            batchSize: config.IDENTITY_PROJECTION_BATCH,
-            maxAttempts: config.IDENTITY_PROJECTION_MAX_ATTEMPTS,
-            warehouseWindowMs: config.IDENTITY_WAREHOUSE_WINDOW,
-            selfDeleteMaxTotal: config.IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL,
-          },
-          { pool: servicePool, registry, log, clock, verifier, tokenizeCard: deps.tokenizeCard },
-        );
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      checks: [postgresCheck(pool), { name: 'projections', check: () => events.check.check() }, signingKeysCheck(oauth)],
+      routes: (app, edge) => {
         events.routes(app, edge);
-        registerOAuthRoutes(app, edge, servicePool, oauth);
-        registerAccountRoutes(app, edge, servicePool, {
+        registerOAuthRoutes(app, edge, oauth);
+        registerAccountRoutes(app, edge, pool, {
           users: events.users,
           store: events.store,
           oauth,
+          registry,
           limits: {
             perAccount: config.IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT,
             perIp: config.IDENTITY_LOGIN_MAX_FAILURES_PER_IP,
@@ -108,31 +111,24 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
       },
     });
   } catch (err) {
+    await http?.close(0);
+    await running?.close();
+    await events.close();
+    await pool.end().catch(() => {});
     verifier.close();
     throw err;
   }
-  const ev = events!;
-  let running: RunningOAuth | undefined;
-  try {
-    await ev.start();
-    // Signing keys exist (or are created) before the first token request is served.
-    running = await startOAuth(svc.pool, oauth, { databaseUrl: config.DATABASE_URL });
-  } catch (err) {
-    await ev.close();
-    await svc.close(0);
-    verifier.close();
-    throw err;
-  }
+  const server = http;
   const oauthRunning = running;
   return {
-    port: svc.http.port,
-    events: ev,
-    urls: { api: `http://${config.HOST}:${svc.http.port}` },
+    port: server.port,
+    events,
+    urls: { api: `http://${config.HOST}:${server.port}` },
     close: async () => {
-      await svc.http.close(config.SHUTDOWN_GRACE);
+      await server.close(config.SHUTDOWN_GRACE);
       await oauthRunning.close();
-      await ev.close();
-      await svc.pool.end();
+      await events.close();
+      await pool.end();
       verifier.close();
     },
   };

@@ -172,7 +172,7 @@ export const ENV = {
   }),
   IDENTITY_URL: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter', 'control-plane', 'notifier'],
+    services: ['limiter', 'control-plane', 'notifier', 'cli'],
     description: "Origin of the identity service; the sidecar routes identity's paths there and fetches its JWKS",
     parse: url(['http', 'https']),
   }),
@@ -927,7 +927,7 @@ export const ENV = {
     default: undefined,
     optional: true,
     secret: true,
-    services: ['identity'],
+    services: ['identity', 'cli'],
     description: 'Bearer token for /auth/admin/clients (client registration); unset, only access tokens with role admin are accepted',
     parse: (raw) => {
       if (raw.length < 32) throw new Error('must be at least 32 characters');

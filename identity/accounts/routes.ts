@@ -26,7 +26,8 @@ import { EmailTaken } from '../domain/errors.js';
 import type { Users } from '../domain/users.js';
 import type { EventStore } from '../events/event-store.js';
 import { credentialProfile } from '../oauth/credentials.js';
-import { LOGIN_TOKEN_TTL_MS, oauthRuntime, setCredentials, verifyPassword, type OAuthDeps } from '../oauth/index.js';
+import { LOGIN_TOKEN_TTL_MS, setCredentials, verifyPassword, type OAuthRuntime } from '../oauth/index.js';
+import type { Registry } from '../../shared/metrics.js';
 import { clientAddress } from './client-address.js';
 import { accountKey, LoginThrottle, type ThrottleLimits } from './login-throttle.js';
 import { checkPassword } from './password-policy.js';
@@ -35,8 +36,10 @@ export interface AccountDeps {
   users: Users;
   /** To wake the projectors once the signup has committed. */
   store: EventStore;
-  /** The authorization server's deps: its keys sign the login tokens. */
-  oauth: OAuthDeps;
+  /** The authorization server's runtime: its keys sign the login tokens. */
+  oauth: OAuthRuntime;
+  /** identity's registry, for the login and signup counters. */
+  registry?: Registry | undefined;
   limits: ThrottleLimits;
   /** SERVICE_SECRET: with it, the sidecar's X-Forwarded-For names the client address. */
   serviceSecret?: string | undefined;
@@ -61,9 +64,9 @@ const invalidCredentials = (): PlatformError =>
 
 /** Registers `POST /auth/signup` and `POST /auth/login` on `app`. Synchronous; no I/O. */
 export function registerAccountRoutes(app: TemplatedApp, edge: EdgeOptions, pool: pg.Pool, deps: AccountDeps): void {
-  const rt = oauthRuntime(pool, deps.oauth);
+  const rt = deps.oauth;
   const throttle = new LoginThrottle(pool, deps.limits, deps.clock);
-  const registers = deps.oauth.registry ? [deps.oauth.registry] : [];
+  const registers = deps.registry ? [deps.registry] : [];
   const attempts = new Counter({
     name: 'identity_login_attempts_total',
     help: 'POST /auth/login attempts by outcome (ok, invalid_credentials, throttled)',

@@ -4,14 +4,14 @@
  * Wiring (identity/app.ts):
  *
  * ```ts
- * const oauth: OAuthDeps = { settings: oauthSettings(config), log, registry };
- * const svc = await startPgService({
+ * const oauth = createOAuthRuntime(pool, { settings: oauthSettings(config), log, registry });
+ * const running = await startOAuth(oauth, { databaseUrl });   // keys loaded; rotation and purge timer
+ * const http = await startHttpService({
  *   ...,
  *   checks: [signingKeysCheck(oauth)],
- *   routes: (app, edge, pool) => registerOAuthRoutes(app, edge, pool, oauth),
+ *   routes: (app, edge) => registerOAuthRoutes(app, edge, oauth),
  * });
- * const running = await startOAuth(svc.pool, oauth);   // key rotation and purge timer
- * // on shutdown: await running.close() before svc.close()
+ * // on shutdown: await http.close(), then running.close(), then pool.end()
  * ```
  *
  * Endpoints (all under the issuer, JWT_ISSUER):
@@ -29,7 +29,6 @@
  * | GET, POST, DELETE | /auth/admin/clients[/:id[/secret]] | client registry (admin) |
  * | GET, POST | /auth/admin/keys, /auth/admin/keys/:kid/revoke | signing keys; emergency revocation (admin) |
  */
-import type { Pool } from '../../shared/db.js';
 import { route, type EdgeOptions, type Handler, type HealthCheck } from '../../shared/http.js';
 import type { TemplatedApp } from '../../shared/uws.js';
 import { adminClientRoutes } from '../clients/admin-endpoint.js';
@@ -41,7 +40,7 @@ import { discoveryEndpoint, jwksEndpoint, PATHS } from './discovery.js';
 import { introspectionEndpoint } from './introspection-endpoint.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../../shared/db-errors.js';
 import { purgeExpired } from './purge.js';
-import { oauthRuntime, runtimeOf, type OAuthDeps, type OAuthRuntime } from './runtime.js';
+import type { OAuthRuntime } from './runtime.js';
 import { tokenEndpoint } from './token-endpoint.js';
 import { userinfoEndpoint } from './userinfo-endpoint.js';
 
@@ -54,7 +53,7 @@ export {
   type OAuthConfig,
   type OAuthSettings,
 } from './settings.js';
-export { credentialsDirectory, oauthRuntime, type OAuthDeps, type OAuthRuntime, type UserDirectory } from './runtime.js';
+export { createOAuthRuntime, credentialsDirectory, type OAuthDeps, type OAuthRuntime, type UserDirectory } from './runtime.js';
 export { verifyPassword, setCredentials, hashPassword, ARGON2_OPTIONS } from './credentials.js';
 export { discoveryDocument, PATHS } from './discovery.js';
 export type { SecurityAlert } from '../tokens/security-events.js';
@@ -63,8 +62,7 @@ export { validateRegistration, type ClientRegistration, type OAuthClient } from 
 export type { TokenIssuer, AccessTokenRequest, IssuedAccessToken } from '../tokens/token-issuer.js';
 
 /** Registers every OAuth/OIDC endpoint on `app` (see the table above). Synchronous; no I/O. */
-export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, pool: Pool, deps: OAuthDeps): void {
-  const rt = oauthRuntime(pool, deps);
+export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, rt: OAuthRuntime): void {
   // An outage of PostgreSQL is a 503, never a 500 (the OAuth endpoints map it themselves).
   const guarded =
     (h: Handler): Handler =>
@@ -92,16 +90,12 @@ export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, pool: 
   for (const r of adminKeyRoutes(rt)) add(r.method, r.pattern, r.handler);
 }
 
-/**
- * The /readyz check of the authorization server: ready once a signing key is loaded (startOAuth
- * loads it). Takes only `deps`, so it can be listed before the pool exists.
- */
-export function signingKeysCheck(deps: OAuthDeps): HealthCheck {
+/** The /readyz check of the authorization server: ready once a signing key is loaded (startOAuth loads it). */
+export function signingKeysCheck(rt: OAuthRuntime): HealthCheck {
   return {
     name: 'signing-keys',
     check: async () => {
-      const rt = runtimeOf(deps);
-      if (!rt || !rt.keys.ready) throw new Error('signing keys are not loaded yet');
+      if (!rt.keys.ready) throw new Error('signing keys are not loaded yet');
       rt.keys.signingKey();
     },
   };
@@ -134,8 +128,7 @@ export interface StartOAuthOptions {
   keyReloadMs?: number;
 }
 
-export async function startOAuth(pool: Pool, deps: OAuthDeps, opts: StartOAuthOptions = {}): Promise<RunningOAuth> {
-  const rt = oauthRuntime(pool, deps);
+export async function startOAuth(rt: OAuthRuntime, opts: StartOAuthOptions = {}): Promise<RunningOAuth> {
   let running: Promise<void> | undefined;
   const tick = (): Promise<void> => {
     running ??= (async () => {
@@ -144,7 +137,7 @@ export async function startOAuth(pool: Pool, deps: OAuthDeps, opts: StartOAuthOp
         if (r.created.length) rt.metrics.keyRotations.inc({ action: 'created' }, r.created.length);
         if (r.retireScheduled.length) rt.metrics.keyRotations.inc({ action: 'retire_scheduled' }, r.retireScheduled.length);
         if (r.deleted.length) rt.metrics.keyRotations.inc({ action: 'deleted' }, r.deleted.length);
-        const purged = await purgeExpired(pool, rt.clock.now(), rt.settings);
+        const purged = await purgeExpired(rt.pool, rt.clock.now(), rt.settings);
         if (purged.codes + purged.deviceCodes + purged.refreshTokens + purged.grants > 0)
           rt.log.debug({ purged }, 'oauth: expired records purged');
       } catch (err) {

@@ -1,7 +1,8 @@
 /**
  * What the OAuth endpoints share: settings, clock, the key ring, the token issuer, the local
- * verifier, the user directory and the metrics, built once per (deps, pool) so that
- * `registerOAuthRoutes` and `startOAuth` work on the same keys whichever runs first.
+ * verifier, the user directory and the metrics. Built once by the composition root
+ * (identity/app.ts) on the open pool, then handed to `registerOAuthRoutes`, `startOAuth` and
+ * `signingKeysCheck`.
  */
 import { systemClock, type Clock } from '../../shared/clock.js';
 import type { Pool } from '../../shared/db.js';
@@ -38,7 +39,7 @@ export function credentialsDirectory(pool: Pool): UserDirectory {
   };
 }
 
-/** What the lead passes to `registerOAuthRoutes` and `startOAuth`. */
+/** What `createOAuthRuntime` builds the runtime from. */
 export interface OAuthDeps {
   readonly settings: OAuthSettings;
   readonly log: Logger;
@@ -70,20 +71,8 @@ export interface OAuthRuntime {
   alert(a: SecurityAlert): Promise<void>;
 }
 
-const runtimes = new WeakMap<OAuthDeps, WeakMap<Pool, OAuthRuntime>>();
-const latest = new WeakMap<OAuthDeps, OAuthRuntime>();
-
-/** The runtime most recently built for `deps` (whatever its pool), if any. */
-export function runtimeOf(deps: OAuthDeps): OAuthRuntime | undefined {
-  return latest.get(deps);
-}
-
-export function oauthRuntime(pool: Pool, deps: OAuthDeps): OAuthRuntime {
-  let byPool = runtimes.get(deps);
-  if (!byPool) runtimes.set(deps, (byPool = new WeakMap()));
-  const existing = byPool.get(pool);
-  if (existing) return existing;
-
+/** Builds the runtime on an open pool. Call it once per process and pass the result around. */
+export function createOAuthRuntime(pool: Pool, deps: OAuthDeps): OAuthRuntime {
   const clock = deps.clock ?? systemClock;
   const s = deps.settings;
   const policy = rotationPolicy(s);
@@ -121,7 +110,5 @@ export function oauthRuntime(pool: Pool, deps: OAuthDeps): OAuthRuntime {
       }
     },
   };
-  byPool.set(pool, rt);
-  latest.set(deps, rt);
   return rt;
 }

@@ -13,7 +13,7 @@ import { controlPlaneConfig } from '../../limiter/control-plane/config.js';
 import { notifierConfig } from '../../notifier/config.js';
 import { sandboxConfig } from '../../notifier/sandbox/config.js';
 import { identityConfig } from '../../identity/config.js';
-import { healthcheckConfig, quotaCliConfig, startConfig } from '../../bin/config.js';
+import { healthcheckConfig, keysCliConfig, quotaCliConfig, startConfig } from '../../bin/config.js';
 
 // The harness reads its servers' addresses with need('NAME', …) (test/harness/env.ts).
 const harnessSource = readFileSync(new URL('../harness/env.ts', import.meta.url), 'utf8');
@@ -26,7 +26,7 @@ const readers: Record<Exclude<Service, 'all'>, readonly string[]> = {
   identity: Object.keys(identityConfig),
   sandbox: Object.keys(sandboxConfig),
   start: Object.keys(startConfig),
-  cli: Object.keys(quotaCliConfig),
+  cli: [...Object.keys(quotaCliConfig), ...Object.keys(keysCliConfig)],
   healthcheck: Object.keys(healthcheckConfig),
   test: harnessReads,
 };

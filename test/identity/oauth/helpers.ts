@@ -17,10 +17,12 @@ import { registerClient } from '../../../identity/clients/client-store.js';
 import {
   oauthConfig,
   oauthSettings,
+  createOAuthRuntime,
   registerOAuthRoutes,
   setCredentials,
   startOAuth,
   type OAuthDeps,
+  type OAuthRuntime,
   type RunningOAuth,
   type SecurityAlert,
 } from '../../../identity/oauth/index.js';
@@ -84,6 +86,7 @@ export async function startOAuthServer(t: TestContext, label: string, env: Recor
   let http: HttpService | undefined;
   let issuer = '';
   let deps: OAuthDeps | undefined;
+  let runtime: OAuthRuntime | undefined;
   // The issuer URL names the port, so the port is chosen before the routes exist; another process
   // may take it in between, so try again a few times.
   for (let attempt = 0; attempt < 5 && !http; attempt++) {
@@ -97,24 +100,25 @@ export async function startOAuthServer(t: TestContext, label: string, env: Recor
       registry: createRegistry('identity', { defaults: false }),
       onSecurityAlert: (a) => void alerts.push(a),
     };
-    const d = deps;
+    const rt = createOAuthRuntime(db.pool, deps);
+    runtime = rt;
     try {
       http = await startHttpService({
         name: 'identity',
         host: '127.0.0.1',
         port,
         log,
-        registry: d.registry!,
+        registry: deps.registry!,
         maxBodyBytes: 1024 * 1024,
         checks: [],
-        routes: (app, edge) => registerOAuthRoutes(app, edge, db.pool, d),
+        routes: (app, edge) => registerOAuthRoutes(app, edge, rt),
       });
     } catch (err) {
       if ((err as { code?: string }).code !== 'EADDRINUSE') throw err;
     }
   }
-  if (!http || !deps) throw new Error('could not listen on a free port');
-  const running = await startOAuth(db.pool, deps, { tickMs: 3_600_000 });
+  if (!http || !deps || !runtime) throw new Error('could not listen on a free port');
+  const running = await startOAuth(runtime, { tickMs: 3_600_000 });
   const server = http;
   t.teardown(async () => {
     await running.close();

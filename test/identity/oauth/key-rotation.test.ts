@@ -10,7 +10,7 @@ import { KeyRing } from '../../../identity/keys/key-ring.js';
 import { planRotation, publishedKeysAt, signingKeyAt, type KeyRecord, type RotationPolicy } from '../../../identity/keys/key-schedule.js';
 import { TokenIssuer } from '../../../identity/tokens/token-issuer.js';
 import { rotationPolicy } from '../../../identity/oauth/settings.js';
-import { signingKeysCheck } from '../../../identity/oauth/index.js';
+import { createOAuthRuntime, signingKeysCheck } from '../../../identity/oauth/index.js';
 import { basic, decodeJwt, postForm, startOAuthServer, type OAuthServer } from './helpers.js';
 
 const MIN = 60_000;
@@ -204,7 +204,7 @@ t.test('two replicas running the step at once create one key', async (t) => {
 
 t.test('signingKeysCheck: /readyz fails until a signing key is loaded', async (t) => {
   const srv = await startOAuthServer(t, 'oauth_keys_ready');
-  await t.resolves(signingKeysCheck(srv.deps).check(), 'ready once startOAuth has loaded the keys');
-  const other = { ...srv.deps };
-  await t.rejects(signingKeysCheck(other).check(), /not loaded/, 'not ready for deps no runtime was built for');
+  await t.resolves(signingKeysCheck(srv.running.runtime).check(), 'ready once startOAuth has loaded the keys');
+  const other = createOAuthRuntime(srv.pool, { ...srv.deps, registry: undefined });
+  await t.rejects(signingKeysCheck(other).check(), /not loaded/, 'not ready for a runtime startOAuth has not loaded');
 });

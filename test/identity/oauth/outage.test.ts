@@ -7,7 +7,14 @@ import { loadConfig } from '../../../shared/config.js';
 import { createPool } from '../../../shared/db.js';
 import { createRegistry } from '../../../shared/metrics.js';
 import { startHttpService } from '../../../shared/service.js';
-import { oauthConfig, oauthSettings, registerOAuthRoutes, signingKeysCheck, type OAuthDeps } from '../../../identity/oauth/index.js';
+import {
+  createOAuthRuntime,
+  oauthConfig,
+  oauthSettings,
+  registerOAuthRoutes,
+  signingKeysCheck,
+  type OAuthDeps,
+} from '../../../identity/oauth/index.js';
 import { testLogger } from '../../harness/log.js';
 import { freePort } from '../../harness/ports.js';
 import { basic, postForm } from './helpers.js';
@@ -21,6 +28,7 @@ t.test('with the database unreachable, every endpoint answers 503', async (t) =>
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
   const deps: OAuthDeps = { settings: oauthSettings(loadConfig(oauthConfig, { JWT_ISSUER: issuer })), log };
+  const rt = createOAuthRuntime(pool, deps);
   const http = await startHttpService({
     name: 'identity',
     host: '127.0.0.1',
@@ -28,8 +36,8 @@ t.test('with the database unreachable, every endpoint answers 503', async (t) =>
     log,
     registry: createRegistry('identity', { defaults: false }),
     maxBodyBytes: 65536,
-    checks: [signingKeysCheck(deps)],
-    routes: (app, edge) => registerOAuthRoutes(app, edge, pool, deps),
+    checks: [signingKeysCheck(rt)],
+    routes: (app, edge) => registerOAuthRoutes(app, edge, rt),
   });
   t.teardown(() => http.close(500));
 
