@@ -10,7 +10,7 @@ import type { ConfigOf } from '../shared/config.js';
 import { createVerifier, type Verifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
 import { createRegistry } from '../shared/metrics.js';
-import { openDatabase, postgresCheck } from '../shared/pg-service.js';
+import { openDatabase, postgresCheck, requireDatabaseUrl } from '../shared/pg-service.js';
 import { startHttpService, type HttpService } from '../shared/service.js';
 import type { Started } from '../shared/main.js';
 import { registerAccountRoutes } from './accounts/routes.js';
@@ -64,7 +64,7 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
     : { ...remote, verifyAccessToken: async (token) => (await oauth.verifier.verify(token)).claims };
   const events = createIdentityEvents(
     {
-      databaseUrl: config.DATABASE_URL!,
+      databaseUrl: requireDatabaseUrl(config.DATABASE_URL, 'identity'),
       snapshotEvery: config.IDENTITY_SNAPSHOT_EVERY,
       runProjections: config.IDENTITY_PROJECTIONS,
       pollIntervalMs: config.IDENTITY_PROJECTION_POLL_INTERVAL,

@@ -22,12 +22,16 @@ export interface DatabaseOptions {
   log: Logger;
 }
 
+/** DATABASE_URL, which every PostgreSQL-backed service requires: a config error naming the service when unset. */
+export function requireDatabaseUrl(url: string | undefined, service: string): string {
+  if (!url) throw new ConfigError('DATABASE_URL', `is required by ${service} (npm start provides an embedded PostgreSQL)`);
+  return url;
+}
+
 /** A pool on DATABASE_URL with the service's migrations applied; the pool is ended if they fail. */
 export async function openDatabase(opts: DatabaseOptions): Promise<Pool> {
-  if (!opts.databaseUrl) {
-    throw new ConfigError('DATABASE_URL', `is required by ${opts.name} (npm start provides an embedded PostgreSQL)`);
-  }
-  const pool = createPool(opts.databaseUrl, { applicationName: opts.name, max: opts.poolMax, log: opts.log });
+  const url = requireDatabaseUrl(opts.databaseUrl, opts.name);
+  const pool = createPool(url, { applicationName: opts.name, max: opts.poolMax, log: opts.log });
   try {
     const dir = migrationsDir(opts.dir);
     if (existsSync(dir)) {

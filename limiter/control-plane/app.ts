@@ -23,7 +23,7 @@ import type { Logger } from '../../shared/log.js';
 import type { Started } from '../../shared/main.js';
 import { createRegistry } from '../../shared/metrics.js';
 import type { Pool } from '../../shared/db.js';
-import { openDatabase, postgresCheck } from '../../shared/pg-service.js';
+import { openDatabase, postgresCheck, requireDatabaseUrl } from '../../shared/pg-service.js';
 import { startHttpService, type HttpService } from '../../shared/service.js';
 import { QuotaAdmin } from './admin.js';
 import { Authenticator } from './auth.js';
@@ -113,7 +113,7 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
   const presence = new Presence({ pool, registry: sidecars, replica, announceMs: config.CONTROL_PLANE_HEARTBEAT, log, clock });
   sidecars.observe(presence);
   const listener = new PgListener({
-    url: config.DATABASE_URL!,
+    url: requireDatabaseUrl(config.DATABASE_URL, 'control-plane'),
     channels: [CHANGES_CHANNEL, PRESENCE_CHANNEL],
     applicationName: 'control-plane:listen',
     log,
