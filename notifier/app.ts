@@ -38,6 +38,7 @@ import { Backpressure } from './queues/backpressure.js';
 import { CHANNEL_NAMES, RETENTION_QUEUE, TIERS, deliverQueue, routeQueue } from './queues/names.js';
 import { DeliveryWorker, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
 import { RoutingWorker, type RouteJob } from './workers/route.js';
+import { Reconciler } from './workers/reconcile.js';
 
 /** What tests (and embedders) may replace. */
 export interface NotifierDeps {
@@ -55,6 +56,8 @@ export interface Notifier extends Started {
   port: number;
   pool: Pool;
   boss: Boss;
+  /** Replaces lost queue wake-ups (workers/reconcile.ts); undefined without workers. */
+  reconciler: Reconciler | undefined;
   /** Load shedding state (which tiers are deferred). */
   backpressure: Backpressure;
 }
@@ -116,6 +119,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
   let boss: Boss | undefined;
   let channels: (Channels & { close?: () => Promise<void> }) | undefined;
   let http: HttpService | undefined;
+  let reconciler: Reconciler | undefined;
   try {
     boss = await startBoss({
       pool,
@@ -176,6 +180,14 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           );
         }
       }
+      reconciler = new Reconciler({
+        pool,
+        boss: b,
+        log,
+        intervalMs: config.NOTIFIER_RECONCILE_INTERVAL,
+        graceMs: config.NOTIFIER_RECONCILE_GRACE,
+        wake,
+      });
       await b.schedule(RETENTION_QUEUE, config.NOTIFIER_RETENTION_SCHEDULE, {}, { tz: 'UTC' });
       await b.work(RETENTION_QUEUE, { pollingIntervalSeconds: 30 }, async () => {
         const r = await runRetention(pool, new Date(clock.now() - config.NOTIFIER_RETENTION));
@@ -214,6 +226,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     if (config.NOTIFIER_WORKERS) {
       backpressure.start();
       for (const r of runners.values()) r.start();
+      reconciler?.start();
     }
   } catch (err) {
     await http?.close(0);
@@ -229,12 +242,14 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     port: http.port,
     pool,
     boss,
+    reconciler,
     backpressure,
     urls: { api: `http://${config.HOST}:${http.port}` },
     close: () =>
       (closed ??= (async () => {
         await http.close(graceMs);
         backpressure.stop();
+        await reconciler?.stop();
         await Promise.all([...runners.values()].map((r) => r.stop(graceMs)));
         await boss
           ?.stop({ graceful: true, wait: true, close: false, timeout: Math.max(1000, Math.min(graceMs, 5000)) })

@@ -617,6 +617,18 @@ export const ENV = {
       return ms;
     },
   }),
+  NOTIFIER_RECONCILE_INTERVAL: v({
+    default: '60s',
+    services: ['notifier'],
+    description: 'How often the reconciler looks for notifications and deliveries whose queue wake-up was lost, and sends another',
+    parse: (raw) => durationIn(raw, 1000, 3_600_000, '1s', '1h'),
+  }),
+  NOTIFIER_RECONCILE_GRACE: v({
+    default: '2m',
+    services: ['notifier'],
+    description: 'How long a delivery must have been due (or a notification unrouted) before the reconciler replaces a lost wake-up',
+    parse: (raw) => durationIn(raw, 1000, 86_400_000, '1s', '1d'),
+  }),
   NOTIFIER_BACKPRESSURE_THRESHOLD: v({
     default: '500',
     services: ['notifier'],

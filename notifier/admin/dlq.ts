@@ -8,10 +8,10 @@
  */
 import type { Pool } from '../../shared/db.js';
 import { withTransaction } from '../../shared/db.js';
-import { txDb, type Boss } from '../queues/boss.js';
-import { deliverQueue, type ChannelName, type Tier } from '../queues/names.js';
+import type { Boss } from '../queues/boss.js';
+import type { ChannelName, Tier } from '../queues/names.js';
 import { decodeCursor, encodeCursor } from '../tracking/inbox.js';
-import type { DeliveryJob } from '../workers/deliver.js';
+import { wakeDeliveries } from '../queues/wake-ups.js';
 
 export interface DeadLetterView {
   id: string;
@@ -114,9 +114,7 @@ export async function redrive(pool: Pool, boss: Boss, id: string, by: string): P
       [entry.delivery_id],
     );
     if ((moved.rowCount ?? 0) === 0) return { result: { id, delivery_id: entry.delivery_id, result: 'not_dead_lettered' } };
-    const queue = deliverQueue(entry.channel, entry.priority);
-    const job: DeliveryJob = { delivery_id: entry.delivery_id };
-    await boss.send(queue, job, { db: txDb(client) });
+    const [queue] = await wakeDeliveries(client, boss, [{ deliveryId: entry.delivery_id, channel: entry.channel, tier: entry.priority }]);
     return { result: { id, delivery_id: entry.delivery_id, result: 'redriven' }, queue };
   });
 }

@@ -18,9 +18,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { withTransaction, type Pool } from '../../shared/db.js';
 import { PlatformError } from '../../shared/errors.js';
-import { txDb, type Boss } from '../queues/boss.js';
+import type { Boss } from '../queues/boss.js';
 import { routeQueue } from '../queues/names.js';
-import type { RouteJob } from '../workers/route.js';
+import { wakeRouter } from '../queues/wake-ups.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../../shared/db-errors.js';
 import { requestHash, type NewNotification } from './validate.js';
 
@@ -119,9 +119,7 @@ export async function acceptNotification(deps: AcceptDeps, caller: string, n: Ne
           [caller, key, hash, id, body, deps.idempotencyTtlMs],
         );
       }
-      const job: RouteJob = { notification_id: id };
-      const jobId = await deps.boss.send(routeQueue(n.priority), job, { db: txDb(client) });
-      if (jobId === null) throw new Error(`queue ${routeQueue(n.priority)} does not exist`);
+      await wakeRouter(client, deps.boss, id, n.priority);
       return { body, replayed: false };
     });
     if (!result.replayed) deps.wake(routeQueue(n.priority));

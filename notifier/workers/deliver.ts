@@ -38,7 +38,8 @@ import { isRenderError, isTemplateNotFoundError, type Rendered, type RenderReque
 import type { Profile } from '../profiles/index.js';
 import type { NotifierMetrics } from '../metrics.js';
 import { txDb, type Boss, type Job } from '../queues/boss.js';
-import { deliverQueue, type Tier } from '../queues/names.js';
+import type { Tier } from '../queues/names.js';
+import { wakeDeliveries, type DeliveryJob } from '../queues/wake-ups.js';
 import { signedPixelUrl, type PixelSigner } from '../tracking/pixel.js';
 import {
   claimDeliveries,
@@ -56,10 +57,7 @@ import {
 import { SentBatch } from './sent-batch.js';
 import { combineTokenResults, nextStep, retryDelay, type AttemptOutcome, type DeadLetterReason, type TokenResult } from './retry-policy.js';
 
-/** The job payload of every delivery queue. */
-export interface DeliveryJob {
-  delivery_id: string;
-}
+export type { DeliveryJob } from '../queues/wake-ups.js';
 
 /** The primary channel of each kind and the configured secondaries (notifier/channels/index.ts). */
 export interface Channels {
@@ -428,12 +426,9 @@ export class DeliveryWorker {
     return wake;
   }
 
-  /** Puts an attempt of `deliveryId` on its queue after `delayMs`; returns the queue to wake when due now. */
-  async #enqueue(client: PoolClient, channel: ChannelName, tier: Tier, deliveryId: string, delayMs: number): Promise<string[]> {
-    const queue = deliverQueue(channel, tier);
-    const job: DeliveryJob = { delivery_id: deliveryId };
-    await this.#o.boss.send(queue, job, { db: txDb(client), startAfter: delayMs > 0 ? delayMs / 1000 : undefined });
-    return delayMs > 0 ? [] : [queue];
+  /** Wakes a worker for the next attempt of `deliveryId` after `delayMs`; returns the queue to poke when due now. */
+  #enqueue(client: PoolClient, channel: ChannelName, tier: Tier, deliveryId: string, delayMs: number): Promise<string[]> {
+    return wakeDeliveries(client, this.#o.boss, [{ deliveryId, channel, tier, delayMs }]);
   }
 }
 

@@ -10,13 +10,11 @@ import { withTransaction, type Pool } from '../../shared/db.js';
 import type { Logger } from '../../shared/log.js';
 import { randomUUID } from 'node:crypto';
 import { completeJobs, txDb, type Boss, type Job } from '../queues/boss.js';
-import { deliverQueue, type ChannelName, type Tier } from '../queues/names.js';
+import type { ChannelName, Tier } from '../queues/names.js';
+import { wakeDeliveries, type RouteJob } from '../queues/wake-ups.js';
 import { deliveryKey } from './delivery-sql.js';
-import type { DeliveryJob } from './deliver.js';
 
-export interface RouteJob {
-  notification_id: string;
-}
+export type { RouteJob } from '../queues/wake-ups.js';
 
 /** The channels when the request names none (seed 000: the conservative default is push only). */
 export const DEFAULT_CHANNELS: readonly ChannelName[] = ['push'];
@@ -97,12 +95,12 @@ export class RoutingWorker {
            RETURNING id, channel, priority`,
           [d.id, d.n, d.channel, d.recipient, d.priority, d.template, d.key],
         );
-        const deliveryJobs = created.rows.map((r) => {
-          const payload: DeliveryJob = { delivery_id: r.id };
-          queues.add(deliverQueue(r.channel, r.priority));
-          return { name: deliverQueue(r.channel, r.priority), data: payload };
-        });
-        if (deliveryJobs.length > 0) await o.boss.insert(deliveryJobs, { db: txDb(client) });
+        const due = await wakeDeliveries(
+          client,
+          o.boss,
+          created.rows.map((r) => ({ deliveryId: r.id, channel: r.channel, tier: r.priority })),
+        );
+        for (const q of due) queues.add(q);
         await client.query('UPDATE notifications SET routed_at = now() WHERE id = ANY($1::uuid[])', [rows.map((r) => r.id)]);
       }
       await completeJobs(
