@@ -1,5 +1,5 @@
 /**
- * Quota control plane (issue 4): how fast a quota write reaches every connected sidecar, and how
+ * Quota control plane: how fast a quota write reaches every connected sidecar, and how
  * many admin writes per second the control plane takes.
  *
  * Starts a control plane in-process against a fresh database on DATABASE_URL (default the local

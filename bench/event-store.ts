@@ -1,5 +1,5 @@
 /**
- * Event store (issue 5): append throughput and latency, projector catch-up, and a 1M-event
+ * Event store: append throughput and latency, projector catch-up, and a 1M-event
  * backfill, against a real PostgreSQL.
  *
  * Creates a fresh database on DATABASE_URL (default the local postgres://postgres@127.0.0.1:5432/

@@ -1,5 +1,5 @@
 /**
- * Identity logins (issue 6): `POST /auth/login` per second with p50/p95/p99. Each login is an
+ * Identity logins: `POST /auth/login` per second with p50/p95/p99. Each login is an
  * argon2id verification (OWASP parameters: 19 MiB, 2 passes) on the libuv thread pool, a throttle
  * read and write in PostgreSQL, and an ES256-signed 1 h access token. Target on 2 cores: ≥ 60
  * logins/s with p95 ≤ 300 ms.

@@ -1,5 +1,5 @@
 /**
- * Identity tokens (issue 6): client-credentials tokens/s with p50/p99, refresh-token rotations/s,
+ * Identity tokens: client-credentials tokens/s with p50/p99, refresh-token rotations/s,
  * and ES256 verifications/s of the tokens identity issued through the shared verifier (the
  * sidecar's; bench/jwt-verify.ts measures it on synthetic tokens beside jose).
  *

@@ -3,7 +3,7 @@
  * its token cache off, so every call checks a signature; and a cache hit) beside jose's
  * `jwtVerify` with the same rules as the peer. Tokens are distinct unless the row says otherwise.
  *
- * Run: `npx tsc -b && node dist/bench/jwt-verify.js [seconds-per-row]`. Target (issue 6):
+ * Run: `npx tsc -b && node dist/bench/jwt-verify.js [seconds-per-row]`. Target (README, "Benchmarks"):
  * ≥ 10,000 ES256 verifications/s per core.
  */
 import { cpus } from 'node:os';

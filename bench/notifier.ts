@@ -1,5 +1,5 @@
 /**
- * The notifier benchmark (issue 7, item 12). Starts what it measures as separate processes (the
+ * The notifier benchmark (README, "Benchmarks"). Starts what it measures as separate processes (the
  * notifier from dist/, the sandbox providers, the sidecar), against a fresh database on
  * DATABASE_URL (default the local postgres://postgres@127.0.0.1:5432/postgres; dropped at the end):
  *

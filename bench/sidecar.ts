@@ -1,5 +1,5 @@
 /**
- * The sidecar benchmark (issue 3, item 12): requests/s, p50 and p99 of
+ * The sidecar benchmark (targets in bench/lib/report.ts `ratios`): requests/s, p50 and p99 of
  *   (a) the minimal upstream, direct;
  *   (b) the sidecar with an admitting quota, (c) with a denying one, each on the in-memory and the
  *       Redis counter store;

@@ -16,7 +16,7 @@ export const identityConfig = pick(ENV, [
   'JWT_ISSUER',
   'JWT_AUDIENCE',
   'JWT_CLOCK_SKEW',
-  // events: event store, projections, orders API (issue 5)
+  // events: event store, projections, orders API (identity/events, identity/domain, identity/http)
   'IDENTITY_JWKS_URL',
   'IDENTITY_SNAPSHOT_EVERY',
   'IDENTITY_PROJECTIONS',
@@ -25,7 +25,7 @@ export const identityConfig = pick(ENV, [
   'IDENTITY_PROJECTION_MAX_ATTEMPTS',
   'IDENTITY_WAREHOUSE_WINDOW',
   'IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL',
-  // accounts: signup, login throttling (issue 6); SERVICE_SECRET to trust the sidecar's X-Forwarded-For
+  // accounts: signup, login throttling (identity/accounts); SERVICE_SECRET to trust the sidecar's X-Forwarded-For
   'SERVICE_SECRET',
   'IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT',
   'IDENTITY_LOGIN_MAX_FAILURES_PER_IP',

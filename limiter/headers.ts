@@ -1,7 +1,7 @@
 /**
  * Rate-limit response headers, on every response, admitted or denied:
  *
- * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds), as seed 001;
+ * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds; README, "Headers");
  * - `Retry-After` (integer seconds, at least 1) on a refusal (not on a shadow-mode denial, which is forwarded);
  * - the IETF fields (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "<name>";q=<limit>;w=<window s>`
  *   and `RateLimit: "<name>";r=<remaining>;t=<seconds to reset>`.

@@ -1,5 +1,5 @@
 /**
- * The sidecar's metrics (seed 001 names), served on the admin port.
+ * The sidecar's metrics (names and labels as in README, "Observability"), served on the admin port.
  *
  * Decision counts are kept in plain numbers on the request path and handed to prom-client when
  * scraped, so a decision costs a map lookup, not a label hash. Labels: `result` (allow, deny,

@@ -57,7 +57,7 @@ const ALGORITHM_NAMES: Record<number, LimitParams['algorithm']> = {
   [Algorithm.FIXED_WINDOW]: 'fixed_window',
 };
 
-/** Seed 001: interval_ms defaults to 1000. */
+/** interval_ms defaults to 1000 (README, "Quota records"). */
 const DEFAULT_INTERVAL_MS = 1000;
 const POLICY_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 

@@ -1,6 +1,6 @@
 /**
- * The max-age rule for synced quotas (seed 001: "max age and versioned snapshots prevent stale
- * unlimited plans" after a downgrade).
+ * The max-age rule for synced quotas (README, "The sidecar's side"): with versioned snapshots, it
+ * keeps a plan downgraded while the sidecar was cut off from being served as if still current.
  *
  * Past `LIMITER_QUOTA_MAX_AGE` since the last successful sync, the sidecar no longer knows whether
  * a cached quota is still the subject's quota: a key downgraded from a paid plan would otherwise keep

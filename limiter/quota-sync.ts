@@ -1,5 +1,5 @@
 /**
- * The sidecar's side of quota synchronisation (seed 001, Versioning; issue 4 items 4 and 5): keeps
+ * The sidecar's side of quota synchronisation (README, "The sidecar's side"): keeps
  * the local {@link QuotaCache} current from the control plane's QuotaSyncService.
  *
  * - **Push.** One `Watch(since_version = the version held)` stream. Every snapshot is applied in

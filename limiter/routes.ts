@@ -53,11 +53,14 @@ export interface Route extends RouteOptions {
 
 const CLASSES: readonly RouteClass[] = ['default', 'public_read', 'auth', 'payment', 'sms'];
 
-/** The ownership rule of the default table: seed 000's `/api/v1/users/{user_id}/…`. */
+/**
+ * The ownership rule of the default table: the notifier's `/api/v1/users/{user_id}/…` (README,
+ * "Route table").
+ */
 export const USERS_OWNER = '/api/v1/users';
 
 /**
- * The default table (README, "Routes"): `/api/v1` to the notifier, identity's paths to identity.
+ * The default table (README, "Route table"): `/api/v1` to the notifier, identity's paths to identity.
  * Signup, login, token, authorize, device and well-known take no credentials (per-IP cap);
  * `/userinfo`, orders and checkout need them.
  */

@@ -1,7 +1,7 @@
 /**
  * Who is calling: the subject a request is counted against and vouched for upstream.
  *
- * Order (DESIGN.md, "The request path"): an `X-API-Key` first, hashed with SHA-256 before anything
+ * Order (README, "Who is calling"): an `X-API-Key` first, hashed with SHA-256 before anything
  * else looks at it (the raw key is never stored, logged or traced); else a bearer access token,
  * verified at the edge; else, on routes that take no credentials, the client address under a
  * coarse per-IP cap; else 401 `credentials_required`.

@@ -1,5 +1,5 @@
 /**
- * Who is calling the notifier (DESIGN.md, "Beyond the edge").
+ * Who is calling the notifier (README, "Who may call").
  *
  * Requests normally arrive through the sidecar, which strips any inbound `X-Subject*` headers and
  * sets `X-Subject` (`user:<id>`, `tenant:<id>`, `key:<sha256 hex>`), `X-Subject-Role` and

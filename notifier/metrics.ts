@@ -1,5 +1,5 @@
 /**
- * The notifier's metrics (seed 000, "Operational metrics"), on the service's registry.
+ * The notifier's metrics (README, "Metrics and alerts"), on the service's registry.
  *
  * Raw series for Prometheus to compute over any window:
  * - `notification_ingest_total{priority,result}`: ingestion calls (`accepted`, `replayed` for an
@@ -12,7 +12,8 @@
  *   by the channels themselves (notifier/channels/breaker.ts);
  * - `dlq_depth{channel}`: dead letters not yet re-driven, read from the database at scrape time.
  *
- * And, for dashboards that read /metrics directly, the seed's rates as gauges over a sliding window
+ * And, for dashboards that read /metrics directly, the rates the README lists, as gauges over a
+ * sliding window
  * kept in process: `notification_ingest_rate` (accepted per second, last minute),
  * `delivery_success_rate{channel}` (sent / finished attempts, last 5 minutes) and
  * `provider_error_rate{provider}` (failed calls / calls, last 5 minutes).

@@ -864,7 +864,7 @@ export const ENV = {
     description: 'Accepted messages the sandbox keeps for /sandbox/messages and its duplicate counts (oldest dropped first)',
     parse: int(1, 10_000_000),
   }),
-  // ── identity: oauth (authorization server, keys, clients, tokens; issue 6) ──
+  // ── identity: oauth (authorization server: identity/oauth, keys, clients, tokens) ──
   IDENTITY_ACCESS_TOKEN_TTL: v({
     default: '15m',
     services: ['identity'],
@@ -946,7 +946,7 @@ export const ENV = {
       return raw;
     },
   }),
-  // ── identity: events (event store, projections, orders API; issue 5) ──────
+  // ── identity: events (event store, projections, orders API: identity/events) ──
   IDENTITY_JWKS_URL: v({
     default: undefined,
     optional: true,
@@ -1007,7 +1007,7 @@ export const ENV = {
     description: 'A customer may delete their own order (delete_own_order) only while it is placed and its total is below this amount',
     parse: num(0, 1_000_000_000),
   }),
-  // ── identity: accounts (signup, /auth/login throttling; issue 6) ──────────
+  // ── identity: accounts (signup, /auth/login throttling: identity/accounts) ──
   IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT: v({
     default: '5',
     services: ['identity'],

@@ -1,7 +1,7 @@
 /**
  * The one converter between the protobuf contracts (proto/, generated under proto/gen) and the JSON
  * users see and we store. Every service reads and writes JSON through it, so the wire keeps the
- * seeds' names and values:
+ * contracts' names and values (the examples in test/proto/fixtures/ round-trip unchanged):
  *
  * - field names are the .proto names (snake_case): `subject_id`, `template_data`;
  * - enum values are lowercase strings without the enum's prefix: `ALGORITHM_TOKEN_BUCKET` is

@@ -1,5 +1,5 @@
 /**
- * The sidecar benchmark's report: the markdown table, the ratios against the targets of issue 3,
+ * The sidecar benchmark's report: the markdown table, the ratios against their targets (`ratios`),
  * the machine it ran on, and the section of bench/RESULTS.md it owns.
  */
 import { spawnSync } from 'node:child_process';
@@ -42,7 +42,7 @@ function find(rows: readonly Row[], id: string, tool: Tool): Measurement | undef
   return rows.find((r) => r.id === id && r.m.tool === tool)?.m;
 }
 
-/** The ratios issue 3 sets targets on, with a verdict per line; empty lines are left out. */
+/** The ratios with targets (set below, against nginx), with a verdict per line; empty lines are left out. */
 export function ratios(rows: readonly Row[], stores: readonly string[]): string {
   const out: string[] = [];
   for (const tool of ['autocannon', 'wrk'] as const) {

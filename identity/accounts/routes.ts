@@ -1,5 +1,5 @@
 /**
- * Accounts (issue 6 item 1): `POST /auth/signup` and `POST /auth/login`.
+ * Accounts (README, "Accounts: signup and login"): `POST /auth/signup` and `POST /auth/login`.
  *
  * Signup registers the user through the event store (UserRegistered, with the email reserved) and
  * stores the argon2id password hash in `credentials` in ONE transaction: there is never a user

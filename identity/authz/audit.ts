@@ -1,5 +1,6 @@
 /**
- * The audit trail of staff reads (seed 002: support may read any order, and each such read is
+ * The audit trail of staff reads (README, "Roles and what they may do": support may read any order,
+ * and each such read is
  * recorded). `auditedRead` runs the read and writes one `order_access_audit` row (actor, subject,
  * reason, outcome, time) in the same transaction: a read that happened is never missing from the
  * trail, and a refused or not-found read is recorded too (its outcome is the error code). The

@@ -1,5 +1,5 @@
 /**
- * The permission model of the orders API (seed 002, issue 6 item 7), pure: the role → permission
+ * The permission model of the orders API (README, "Roles and what they may do"), pure: the role → permission
  * table, ownership and the attribute rules, decided from the caller and the order's facts. The
  * HTTP edge (identity/http/orders.ts) asks here before every read and command; the order decider
  * (identity/domain/order.ts) checks the same rules again inside the append, so a status that
@@ -11,7 +11,7 @@
  * | support | read_any_order, refund_order |
  * | admin | read_any_order, modify_any_order, delete_any_order |
  *
- * Decisions beyond the seed's table, written down here and in the README:
+ * Decisions beyond the plain role table, written down here and in the README:
  * - `delete_own_order` is the customer's, and holds only while the order is `placed` and its total
  *   is below IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL.
  * - Cancelling someone else's order is a modification: `modify_any_order` (admin) allows it.

@@ -1,7 +1,7 @@
 /**
  * OAuth clients: the registered record and the validation of a registration (pure).
  *
- * Rules we chose where the seed says "not shown":
+ * Rules we chose (also in README, "Clients"):
  * - `client_credentials` only for confidential clients; public clients use the authorization
  *   code (with PKCE) and device grants.
  * - redirect URIs are absolute, without fragment or wildcard, and are compared as exact strings

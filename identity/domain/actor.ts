@@ -1,7 +1,8 @@
 /**
- * Who is issuing a command: a user id and the role from their access token (seed 002 roles:
- * customer, support, admin; `service` for another service of the platform). Permissions follow the
- * seed's table; ownership and attribute rules are checked by the aggregates against their state.
+ * Who is issuing a command: a user id and the role from their access token (roles: customer,
+ * support, admin; `service` for another service of the platform). Permissions follow the role
+ * table of identity/authz/permissions.ts; ownership and attribute rules are checked by the
+ * aggregates against their state.
  */
 export type Role = 'customer' | 'support' | 'admin' | 'service';
 

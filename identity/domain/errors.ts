@@ -1,5 +1,5 @@
 /**
- * The write side's named failures (seed 002: UserAlreadyExists, InvalidEmail, EmailTaken) and the
+ * The write side's named failures (README, "Users": UserAlreadyExists, InvalidEmail, EmailTaken) and the
  * order rules' refusals. Each is a PlatformError with a stable code, so an HTTP edge maps it to
  * problem+json unchanged; tests match on the class or the code.
  */

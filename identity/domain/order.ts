@@ -2,7 +2,8 @@
  * The Order aggregate as a decider: `decide(command, state, now)` / `evolveOrder(state, event)`,
  * both pure, the clock injected as `now` (epoch ms; events carry epoch seconds).
  *
- * Status (the seed names placed → processing → shipped → delivered; the rest is our decision):
+ * Status (placed → processing → shipped → delivered is the base lifecycle; the rest is our
+ * decision; README, "Orders"):
  *
  * | from | event | to |
  * |---|---|---|
@@ -104,7 +105,7 @@ const MAX_QUANTITY = 10_000;
 const MAX_PRICE = 10_000_000;
 const MAX_TEXT = 500;
 
-/** Money is a float in the order's currency (seed); totals are rounded to cents. */
+/** Money is a float in the order's currency (proto/identity/v1); totals are rounded to cents. */
 export function roundMoney(n: number): number {
   return Math.round(n * 100) / 100;
 }

@@ -65,7 +65,8 @@ export const EVENT_CATALOG: Readonly<Record<EventType, EventSpec>> = Object.free
   UserEmailUpdated: spec(UserEmailUpdatedSchema, 'user'),
   UserProfilePicUpdated: spec(UserProfilePicUpdatedSchema, 'user'),
   UserFollowedUser: spec(UserFollowedUserSchema, 'user'),
-  // A security alert about a user (seed 002); appended to the user's stream, no state change.
+  // A security alert about a user (README, "Tokens", refresh rotation); appended to the user's
+  // stream, no state change.
   RefreshTokenReuseDetected: spec(RefreshTokenReuseDetectedSchema, 'user'),
   OrderPlaced: spec(OrderPlacedSchema, 'order'),
   PaymentProcessed: spec(PaymentProcessedSchema, 'order'),

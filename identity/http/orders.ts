@@ -1,6 +1,6 @@
 /**
  * The orders API on the identity service. Every route needs a bearer access token; roles and
- * ownership follow seed 002 through identity/authz/permissions.ts (customer: own orders; support:
+ * ownership are decided by identity/authz/permissions.ts (customer: own orders; support:
  * read any, refund; admin: read any, modify, delete). Another customer's order or list is 404, not
  * 403. A read through read_any_order (support, admin) needs `?reason=` and writes one audit record
  * in the same transaction (identity/authz/audit.ts), successful or not.

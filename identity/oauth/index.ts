@@ -1,5 +1,5 @@
 /**
- * The OAuth 2.0 / OpenID Connect authorization server of the identity service (issue 6).
+ * The OAuth 2.0 / OpenID Connect authorization server of the identity service (README, "Sign-in and tokens").
  *
  * Wiring (identity/app.ts):
  *

@@ -1,5 +1,5 @@
 /**
- * Scopes. API scopes have the seed's shape `<action>:<resource>` (`read:orders`); the OpenID
+ * Scopes. API scopes have the shape `<action>:<resource>` (`read:orders`; README, "Tokens"); the OpenID
  * scopes `openid`, `profile`, `email` and `offline_access` choose what the id token and userinfo
  * carry. Access tokens carry the API scopes only (their `scope` claim is what resource servers
  * check); the OpenID scopes stay with the grant.

@@ -28,7 +28,10 @@ export const OAUTH_CONFIG_VARS = [
 export const oauthConfig = pick(ENV, OAUTH_CONFIG_VARS);
 export type OAuthConfig = ConfigOf<typeof oauthConfig>;
 
-/** Lifetime of the access tokens `/auth/login` issues (the seed's `expires_in` 3600). */
+/**
+ * Lifetime of the access tokens `/auth/login` issues (`expires_in` 3600; README, "Accounts: signup
+ * and login").
+ */
 export const LOGIN_TOKEN_TTL_MS = 3_600_000;
 
 export interface OAuthSettings {

@@ -1,5 +1,5 @@
 /**
- * The claims of the tokens identity signs, as pure functions (DESIGN.md "Tokens";
+ * The claims of the tokens identity signs, as pure functions (README, "Tokens";
  * proto/identity/v1 AccessTokenClaims and IdTokenClaims).
  *
  * Access token (RFC 9068, header `typ: at+jwt`): `iss`, `sub` = `user_id` (the client id for a

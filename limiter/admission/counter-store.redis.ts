@@ -28,7 +28,8 @@
  *   anything ({@link checkShardable}); choose S to fit the global burst.
  * On a standalone Redis, S = 1 and the global bucket is exact.
  *
- * Versioning (seed 001). A new script is dual-run before it enforces: give it as `candidate` with
+ * Versioning (limiter/admission/README.md, "Versioning"). A new script is dual-run before it
+ * enforces: give it as `candidate` with
  * its own layout version, and it runs beside the enforcing script on every call, writing its own
  * keys (`<prefix>:<candidate version>:…`), never the enforcing keys. Its decisions are compared
  * with the enforced ones and disagreements (a different allow/deny) counted in `shadowStats` and

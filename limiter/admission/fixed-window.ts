@@ -1,5 +1,6 @@
 /**
- * Fixed window (seed 001), a pure function of (limit, state, now, cost): the cheap, coarse limit
+ * Fixed window (README, "Algorithms and counters"), a pure function of (limit, state, now, cost):
+ * the cheap, coarse limit
  * for things like login attempts per hour.
  *
  * - Time is cut into windows of `intervalMs`, aligned to the epoch (`floor(now / interval)`) when a

@@ -1,5 +1,5 @@
 /**
- * Leaky bucket as a meter (seed 001), a pure function of (limit, state, now, cost).
+ * Leaky bucket as a meter (README, "Algorithms and counters"), a pure function of (limit, state, now, cost).
  *
  * - The bucket holds up to `burst` units of water and drains continuously at `rate` per
  *   `intervalMs`. A new subject's bucket is empty.

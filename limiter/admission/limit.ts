@@ -10,7 +10,10 @@
  */
 import { PlatformError } from '../../shared/errors.js';
 
-/** The algorithms of seed 001 (the names are the quota record's JSON enum values). */
+/**
+ * The four algorithms (README, "Algorithms and counters"; the names are the quota record's JSON
+ * enum values).
+ */
 export type Algorithm = 'token_bucket' | 'sliding_window' | 'leaky_bucket' | 'fixed_window';
 
 /** Every algorithm, in the order of their numeric codes. */
@@ -44,7 +47,10 @@ export interface RateParams {
    * reported limit. Integer ≥ 1. Ignored by the window algorithms, whose limit is `rate` per window.
    */
   readonly burst: number;
-  /** Length of the interval `rate` is counted over, ms. Integer ≥ 1 (the seed's default is 1000). */
+  /**
+   * Length of the interval `rate` is counted over, ms. Integer ≥ 1 (a quota record that leaves it
+   * unset gets 1000).
+   */
   readonly intervalMs: number;
 }
 

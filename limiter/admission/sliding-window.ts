@@ -1,6 +1,6 @@
 /**
- * Sliding window (seed 001; the default for API quotas), a pure function of (limit, state, now,
- * cost), in constant memory: two counts and a window start.
+ * Sliding window (README, "Algorithms and counters"; the usual choice for API quotas), a pure
+ * function of (limit, state, now, cost), in constant memory: two counts and a window start.
  *
  * - Time is cut into windows of `intervalMs` (aligned to the epoch when a subject is first seen).
  *   At `e` ms into the current window the estimate of the last interval's traffic is

@@ -1,5 +1,5 @@
 /**
- * Token bucket (seed 001), a pure function of (limit, state, now, cost).
+ * Token bucket (README, "Algorithms and counters"), a pure function of (limit, state, now, cost).
  *
  * - A new subject starts full: `burst` tokens.
  * - Tokens refill continuously at `rate` per `intervalMs`, capped at `burst`.

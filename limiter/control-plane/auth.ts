@@ -10,7 +10,8 @@
  * without the role: `forbidden` (403 / PERMISSION_DENIED).
  *
  * Sync API (QuotaSyncService): open when CONTROL_PLANE_SYNC_TOKEN is unset (the control plane then
- * belongs on a private network, as the seed's "internal" says); when set, `Bearer <sync token>`
+ * belongs on a private network: its API is internal, README "Authentication"); when set, `Bearer
+ * <sync token>`
  * (or the admin token) is required.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';

@@ -1,5 +1,6 @@
 /**
- * The internal HTTP API of seed 001, admin-only (the same auth as gRPC, from the Authorization
+ * The internal HTTP API (README, "Changing a quota"), admin-only (the same auth as gRPC, from the
+ * Authorization
  * header). The API key in the path is hashed on arrival: only `key:<sha256 hex>` is stored, shown
  * or logged, and no log line or error carries the path (errors are logged under the route's
  * pattern, `/internal/quotas/{api_key}`).
@@ -107,7 +108,8 @@ export function registerHttpApi(app: TemplatedApp, edge: EdgeOptions, deps: Http
 }
 
 /**
- * The seed's body: `algorithm`, `rate`, `burst` and `unit` (or `interval_ms`) are required, except
+ * The PUT body (README, "Changing a quota"): `algorithm`, `rate`, `burst` and `unit` (or
+ * `interval_ms`) are required, except
  * for a plan reference (`rate` 0), which needs only `plan`. Type and enum errors come from the
  * proto-json converter, naming the field.
  */

@@ -4,7 +4,8 @@
  *
  * Three kinds of record:
  * - **own limits** (`rate` ≥ 1): `algorithm` is required; `burst` 0 means `rate` (no burst above the
- *   rate); `interval_ms` 0 means `unit` when given, else 1000 (seed 001); `cost` 0 means 1 and may
+ *   rate); `interval_ms` 0 means `unit` when given, else 1000 (README, "Quota records"); `cost` 0
+ * means 1 and may
  *   not exceed `burst` (such a request could never be admitted); a route rule's `cost` 0 means the
  *   record's cost. `fail_mode` unset leaves the route class's default to the sidecar.
  * - **plans** (`plan:<name>`): own limits, and `plan` is the plan's own name (filled in when empty).
@@ -22,14 +23,17 @@ import { Algorithm, FailMode, QuotaSchema, RouteRuleSchema, Unit, type Quota, ty
 import { invalidField } from '../../shared/errors.js';
 import { checkSubjectId, isPlanName, planOfSubject } from './subject.js';
 
-/** Seed 001: interval_ms defaults to 1000. */
+/** interval_ms defaults to 1000 (README, "Quota records"). */
 export const DEFAULT_INTERVAL_MS = 1000;
 /** The longest interval a record may count over: 31 days. */
 export const MAX_INTERVAL_MS = 31 * 86_400_000;
 export const MAX_ROUTES = 64;
 export const MAX_PATH_PREFIX_LENGTH = 256;
 
-/** Milliseconds of each `unit` (the seed names `second`; the others are ours). */
+/**
+ * Milliseconds of each `unit`: `second`, and our additions `minute`, `hour` and `day` (README,
+ * "Quota records").
+ */
 export const UNIT_MS: Readonly<Record<number, number>> = {
   [Unit.SECOND]: 1000,
   [Unit.MINUTE]: 60_000,

@@ -12,12 +12,15 @@
  * and in the dead-letter queue, and are never renamed.
  */
 
-/** The four delivery channels of the seed. */
+/** The four delivery channels (README, "Channels"). */
 export type ChannelName = 'push' | 'email' | 'sms' | 'in_app';
 
 export const CHANNEL_NAMES: readonly ChannelName[] = ['push', 'email', 'sms', 'in_app'];
 
-/** Priority tiers, as the seed names them (push uses it for the platform delivery priority). */
+/**
+ * Priority tiers, the `priority` values of the ingestion body (push uses it for the platform
+ * delivery priority).
+ */
 export type Tier = 'transactional' | 'high' | 'normal' | 'low';
 
 /**

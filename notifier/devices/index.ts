@@ -1,5 +1,5 @@
 /**
- * The device registry (issue 7, item 6): a user's push tokens, registered and unregistered through
+ * The device registry (README, "Devices"): a user's push tokens, registered and unregistered through
  * `/api/v1/users/{user_id}/devices`. A push send goes to every token {@link listDeviceTokens}
  * returns; a token the provider reports as unregistered (or invalid) is dropped with
  * {@link removeDeviceToken}, so later sends no longer see it.

@@ -1,9 +1,9 @@
 /**
- * Validation of the ingestion body (seed 000, "Notification request"). Pure.
+ * Validation of the ingestion body (README, "Ingestion: `POST /api/v1/notifications`"). Pure.
  *
  * The JSON is read through the one converter (shared/proto-json.ts, strict: unknown fields, wrong
  * types and unknown enum values are refused naming the field), then held to the rules the contract
- * cannot express. Required-ness, which the seed leaves open, decided here:
+ * cannot express. Required-ness, which the contract (proto/notify/v1) leaves open, decided here:
  *
  * | field | required | rule |
  * |---|---|---|
@@ -47,7 +47,10 @@ const EVENT_TYPE_RE = /^[a-z][a-z0-9_-]*\.[a-z][a-z0-9_-]*$/;
 const VISIBLE_RE = /^[\x21-\x7e]+$/;
 const MAX_TEMPLATE_KEYS = 100;
 
-/** Channels that may carry SMS (seed 000: SMS is for transactional and opt-in critical only, never marketing). */
+/**
+ * Channels that may carry SMS (SMS is for transactional and opt-in critical messages only, never
+ * marketing).
+ */
 export const SMS_TIERS: readonly Tier[] = ['transactional', 'high'];
 
 function visibleId(field: string, value: string, max: number): string {

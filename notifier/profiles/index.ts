@@ -1,5 +1,5 @@
 /**
- * User profiles (issue 7, item 3): a recipient's email, phone (E.164), locale and IANA timezone,
+ * User profiles (README, "Profiles"): a recipient's email, phone (E.164), locale and IANA timezone,
  * written through `PUT /api/v1/users/{user_id}/profile` and read by the delivery worker with
  * {@link getProfiles} (one query per fetched batch).
  */

@@ -1,5 +1,6 @@
 /**
- * Load shedding by tier (seed 000: `low` is shed first under backpressure). Shedding here means
+ * Load shedding by tier (`low` is shed first under backpressure; README, "Delivery, retries, failover, the
+ * dead-letter queue"). Shedding here means
  * deferring: a shed tier's workers stop fetching until the pressure is gone; nothing is dropped,
  * and the deferred jobs wait in their queues.
  *

@@ -1,5 +1,6 @@
 /**
- * The physical queues (seed 000: one queue and worker pool per priority tier, not a priority field
+ * The physical queues (README, "Notifications": one queue and worker pool per priority tier, not a
+ * priority field
  * on a shared queue; channels isolated from each other):
  *
  * - `notify-route-<tier>`: one routing job per accepted notification (recipient → deliveries);

@@ -1,5 +1,5 @@
 /**
- * Templates (issue 7, item 4): versioned ids `<name>_v<N>`, locale variants `<template_id>.<locale>`,
+ * Templates (README, "Templates"): versioned ids `<name>_v<N>`, locale variants `<template_id>.<locale>`,
  * channel-specific rendering, and the operator API. What the rest of the notifier calls:
  *
  * - `renderTemplate(pool, {templateId, locale, channel, data})` → {@link Rendered}, or throws

@@ -2,7 +2,8 @@
  * Locales of template variants and user profiles: a language (`en`) or a language and region
  * (`en_US`), written canonically with an underscore, the language lower-case and the region
  * upper-case. `en-us`, `EN_us` and `en_US` are the same locale. Scripts and other subtags
- * (`zh-Hant-TW`) are not supported: the seed names variants `<template_id>.<locale>` with `xx_YY`.
+ * (`zh-Hant-TW`) are not supported: variant ids are `<template_id>.<locale>` with `xx_YY` (README,
+ * "Templates").
  */
 
 const LOCALE_RE = /^([A-Za-z]{2,3})(?:[_-]([A-Za-z]{2}|[0-9]{3}))?$/;

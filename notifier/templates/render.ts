@@ -5,7 +5,7 @@
  * Per channel:
  * - `push`: `title` (optional) and `body`, cut to {@link PUSH_TITLE_MAX} and {@link PUSH_BODY_MAX}
  *   code points with an ellipsis (truncate.ts). The body is what a lock screen shows, about 178
- *   characters (seed 000); titles show far less, so they are held to 65.
+ *   characters (README, "Templates"); titles show far less, so they are held to 65.
  * - `email`: `subject` (line breaks in substituted values become spaces: a subject is one header
  *   line), `text`, and `html`, whose substituted values are HTML-escaped. A template without an
  *   HTML part gets one made from the text (escaped, line breaks as `<br>`). `body` is the text.

@@ -60,7 +60,10 @@ export function variablesOf(pieces: readonly Piece[]): string[] {
   return out;
 }
 
-/** A `template_data` object: string keys to string values (seed 000). */
+/**
+ * A `template_data` object: string keys to string values (`map<string, string>` in
+ * proto/notify/v1/notify.proto).
+ */
 export type TemplateData = Readonly<Record<string, string>>;
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Template ids are versioned in the id itself (seed 000): `<name>_v<N>`, e.g. `order_shipped_v2`.
+ * Template ids are versioned in the id itself (README, "Templates"): `<name>_v<N>`, e.g. `order_shipped_v2`.
  * The name is lower-case ASCII letters, digits, `_` and `-`, starting with a letter; the version a
  * positive integer without leading zeros. No dots: a dot separates a template id from a locale in
  * a variant id, `<template_id>.<locale>` (`order_shipped_v2.fr_CA`).

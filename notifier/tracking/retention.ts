@@ -1,5 +1,6 @@
 /**
- * Retention (seed 000: delivery logs kept 90 days): a scheduled pg-boss job deletes notifications
+ * Retention (README, "Tracking": delivery logs kept 90 days by default): a scheduled pg-boss job
+ * deletes notifications
  * older than NOTIFIER_RETENTION with their delivery records and dead letters (ON DELETE CASCADE),
  * inbox items of the same age, and idempotency records past their time. In batches, so no single
  * statement holds locks for long.

@@ -1,5 +1,5 @@
 /**
- * Delivery states and the rules that move them (seed 000, "States and transitions"). Pure.
+ * Delivery states and the rules that move them (README, "Tracking"). Pure.
  *
  * Success states are ordered, and tracking only ever moves a delivery forward along them:
  * `queued` → `sending` (internal: a worker holds it and the provider call is under way; shown as

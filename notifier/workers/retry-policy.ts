@@ -1,6 +1,6 @@
 /**
  * What happens after a send attempt: the retry schedule, channel failover, the secondary provider
- * and the dead-letter queue (seed 000, "Priority tiers", "Errors", "Limits"). Pure.
+ * and the dead-letter queue (README, "Delivery, retries, failover, the dead-letter queue"). Pure.
  *
  * - A transient failure (`retry`: timeout, 5xx, throttling, an open breaker) is never retried
  *   inline: the delivery goes back on its queue after the next delay of the schedule (default 1 s,

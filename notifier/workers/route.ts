@@ -16,7 +16,7 @@ import { deliveryKey } from './delivery-sql.js';
 
 export type { RouteJob } from '../queues/wake-ups.js';
 
-/** The channels when the request names none (seed 000: the conservative default is push only). */
+/** The channels when the request names none: the conservative default, push only (README, "Ingestion"). */
 export const DEFAULT_CHANNELS: readonly ChannelName[] = ['push'];
 
 /** The channels a notification goes out on. Pure. */

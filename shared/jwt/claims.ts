@@ -1,5 +1,5 @@
 /**
- * The access-token claims (DESIGN.md "Tokens", RFC 9068) and their validation: a pure function of
+ * The access-token claims (README, "Tokens"; RFC 9068) and their validation: a pure function of
  * (payload, expectations, now), run only after the signature has been verified.
  */
 import { TokenError } from './errors.js';
@@ -60,7 +60,7 @@ function audienceOk(aud: unknown, audience: string): boolean {
 /**
  * Validates a verified payload and returns the normalised, frozen claims. Throws `TokenError`.
  *
- * Time rules, each with the tolerance `t` (DESIGN.md: 60 s): expired when `now − t ≥ exp`;
+ * Time rules, each with the tolerance `t` (JWT_CLOCK_SKEW, default 60 s): expired when `now − t ≥ exp`;
  * not yet valid when `nbf > now + t`; refused when `iat > now + t` (a token from the future is a
  * clock fault or a forgery either way).
  */
@@ -111,7 +111,7 @@ export function validateAccessClaims(payload: Record<string, unknown>, want: Cla
 }
 
 /**
- * The quota subject of a verified token (DESIGN.md "The request path"): `tenant:<tenant_id>` when
+ * The quota subject of a verified token (README, "Who is calling"): `tenant:<tenant_id>` when
  * the token names a tenant, else `user:<sub>`.
  */
 export function quotaSubjectOf(claims: Pick<AccessClaims, 'sub' | 'tenant_id'>): string {

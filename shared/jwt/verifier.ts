@@ -43,11 +43,17 @@ export interface VerifierOptions {
   jwksUrl?: string | URL;
   /** A static JWKS, for tests and standalone deployments. Never refetched. */
   keys?: JwksDocument;
-  /** Clock skew allowed on exp, nbf and iat, in seconds. Default 60 (DESIGN.md); 0–300 accepted. */
+  /**
+   * Clock skew allowed on exp, nbf and iat, in seconds. Default 60 (JWT_CLOCK_SKEW's default);
+   * 0–300 accepted.
+   */
   clockToleranceSec?: number;
   /** An unknown kid triggers at most one JWKS fetch per this window. Default 30 s. */
   jwksCooldownMs?: number;
-  /** The key set is refreshed (in the background) once older than this. Default 10 min (seed 002: 10–15 min). */
+  /**
+   * The key set is refreshed (in the background) once older than this. Default 10 min (within
+   * identity's JWKS max-age, 15 min).
+   */
   jwksMaxAgeMs?: number;
   /**
    * A remote key set is refetched this often on a timer, conditionally (If-None-Match; a 304 keeps

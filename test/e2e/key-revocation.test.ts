@@ -1,5 +1,6 @@
 /**
- * Issue item 14, end to end: a real identity service on a real database and a real sidecar that
+ * Revoking a signing key (README, "Revoking a signing key"), end to end: a real identity service on
+ * a real database and a real sidecar that
  * fetches identity's JWKS. A token signed by key K passes the sidecar; the operator revokes K
  * through identity's admin endpoint; with no request needed to trigger it, the sidecar's
  * background refresh drops K and the same token gets 401, while a token of the successor key

@@ -1,5 +1,6 @@
 /**
- * Issue 4's promise, end to end through real processes' cores: a real control plane on a real
+ * The control plane's promise (README, "Quota control plane"), end to end through real processes'
+ * cores: a real control plane on a real
  * database, a real sidecar following it over gRPC, a real upstream. After a quota write returns
  * (gRPC or the internal HTTP API), the very next request through the sidecar sees the new limit.
  * Also: the control plane going away does not stop the sidecar, and it catches up when it returns.
@@ -35,7 +36,7 @@ t.test('100 writes with alternating limits: each next request sees the limit jus
       const r = await put(admin, quota(SUBJECT, { algorithm: Algorithm.TOKEN_BUCKET, rate: 10, burst, intervalMs: 1000 }));
       t.same(r.laggingSidecarIds, [], `write ${i} (gRPC): no sidecar lags`);
     } else {
-      // the seed's internal HTTP API, keyed by the raw key
+      // the internal HTTP API (README, "Changing a quota"), keyed by the raw key
       const r = await fetch(`${cp.http}/internal/quotas/${KEY}`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },

@@ -111,7 +111,10 @@ export interface ClaimsOptions {
   audience?: string;
 }
 
-/** A valid access-token claim set at `nowMs` (DESIGN.md "Tokens"), with overrides; `undefined` removes a claim. */
+/**
+ * A valid access-token claim set at `nowMs` (README, "Tokens"), with overrides; `undefined` removes
+ * a claim.
+ */
 export function accessClaims(opts: ClaimsOptions, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const iat = Math.floor(opts.nowMs / 1000);
   const claims: Record<string, unknown> = {

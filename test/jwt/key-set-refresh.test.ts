@@ -1,6 +1,7 @@
 // @tier: pure
 /**
- * The remote key set's background refresh (issue item 14: a revoked key must stop verifying within
+ * The remote key set's background refresh (README, "Revoking a signing key": a revoked key must
+ * stop verifying within
  * seconds, not at the next lazy refresh 10 minutes on): the timer alone picks up a removed kid, a
  * 304 keeps the set, a failed fetch keeps the last good set, close() stops the timer. Against a
  * real HTTP server that serves a strong ETag and honours If-None-Match, like identity's.

@@ -1,5 +1,6 @@
 /**
- * The shared access-token verifier: every JWT attack of issue 6 item 6 as its own named test,
+ * The shared access-token verifier: every JWT attack it refuses (README, "Who is calling") as its
+ * own named test,
  * the time rules under a fake clock, and the JWKS refetch rules against a real HTTP server.
  *
  * Each refusal test first shows that the same token without the attack is accepted, so the test

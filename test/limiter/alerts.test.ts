@@ -1,6 +1,7 @@
 // @tier: pure
 /**
- * limiter/alerts.rules.yml: valid Prometheus alerting rules with the seed's four alerts (global
+ * limiter/alerts.rules.yml: valid Prometheus alerting rules with the four alerts of README,
+ * "Observability" (global
  * deny ratio above 20%; store round trip p99 above 5 ms; one key above 15% of evaluations;
  * fail-open active longer than 30 s), each referring only to metrics a running sidecar really
  * exports (scraped from its /metrics). Read with a parser for the YAML subset rule files use

@@ -1,5 +1,6 @@
 /**
- * Seed 001, Versioning: a new limiter script dual-runs in shadow (LIMITER_CANDIDATE_SCRIPT) beside
+ * Versioning (limiter/admission/README.md): a new limiter script dual-runs in shadow
+ * (LIMITER_CANDIDATE_SCRIPT) beside
  * the enforcing one, writing its own keys; the enforcing script alone decides, and disagreements
  * are counted on /metrics.
  */

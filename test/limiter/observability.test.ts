@@ -1,6 +1,7 @@
 /**
  * What the sidecar tells its operators, with a real Redis behind it: /healthz, /readyz and
- * /metrics on the admin port with the seed's metric names and labels; sampled decision events in
+ * /metrics on the admin port with the metric names and labels of README, "Observability"; sampled
+ * decision events in
  * the log with a hashed subject; and no raw API key (nor a bearer token) in any log line or in the
  * metrics output.
  */

@@ -1,6 +1,6 @@
 // @tier: pure
 /**
- * Every request and event example of the three seeds, written as the JSON the seeds show, goes
+ * Every request and event example in fixtures/seed-*.json (one file per service), written as JSON, goes
  * through the converter (shared/proto-json.ts) and must come back unchanged: same snake_case names,
  * same lowercase enum strings, numbers as numbers.
  */

@@ -1,5 +1,6 @@
 /**
- * Read model "order search" (seed 002): order_id, customer_id, status, date, total — the view
+ * Read model "order search" (README, "Read models and their staleness"): order_id, customer_id,
+ * status, date, total — the view
  * `order_search`, one row per live order. Possibly stale: it lags the log by the projection lag.
  *
  * Every update is a merge that does not depend on order or repetition, so a batch is folded in

@@ -1,5 +1,6 @@
 /**
- * Read model "order timeline" (seed 002): every event of an order, appended, never deleted — an
+ * Read model "order timeline" (README, "Read models and their staleness"): every event of an order,
+ * appended, never deleted — an
  * OrderDeleted is one more line of it, and a deleted order's timeline keeps everything before it.
  * One row per event, keyed on (order, stream version): a repeated event is a no-op, and the one
  * index is also the one reads use. The card token of PaymentProcessed is left out: the timeline is

@@ -1,13 +1,13 @@
 /**
  * Read models "user card" (user_id, name, pic_url, follower_count, badge, updated_at) and "user
- * search document" (user_id, name, bio, follower_count), seed 002. Two projectors from one factory:
- * each keeps its own tables, so each can be rebuilt on its own.
+ * search document" (user_id, name, bio, follower_count); README, "Read models and their staleness".
+ * Two projectors from one factory: each keeps its own tables, so each can be rebuilt on its own.
  *
  * follower_count counts distinct followers: each projector keeps the follower edges, and only an
  * edge it has not seen before adds one, so a repeated UserFollowedUser changes nothing. Name and
  * picture are last-writer-wins by stream version. `badge` is derived from follower_count in the
- * view (our rule; the seed does not define it): `rising` from 10 followers, `popular` from 100,
- * `star` from 1,000, none below. `bio` is in the search document because the seed lists it, but no
+ * view (a rule of ours): `rising` from 10 followers, `popular` from 100,
+ * `star` from 1,000, none below. `bio` is in the search document because its field list has it, but no
  * event carries one yet: it stays null until one does. `updated_at` is when the last event that
  * changed the document was recorded, epoch seconds.
  */

@@ -1,5 +1,6 @@
 /**
- * Read model "warehouse queue" (seed 002): the orders placed within the last hour (the window is
+ * Read model "warehouse queue" (README, "Read models and their staleness"): the orders placed
+ * within the last hour (the window is
  * IDENTITY_WAREHOUSE_WINDOW) that the warehouse still has to handle. An order enters on OrderPlaced
  * if it was placed inside the window when projected (a replay of old history does not flood the
  * queue), takes the new lines of an OrderModified, and leaves on OrderShipped, OrderDelivered,

@@ -1,5 +1,6 @@
 /**
- * Emergency revocation of a signing key (issue item 14): the plan as a pure function, then on a
+ * Emergency revocation of a signing key (README, "Revoking a signing key"): the plan as a pure
+ * function, then on a
  * real server and database through the operator endpoint: the key leaves the JWKS (with a new
  * ETag) and identity's own verifier at once, a successor signs immediately, the private key is
  * wiped, and another replica drops the key on the NOTIFY, or by polling alone. Plus the JWKS

@@ -1,5 +1,6 @@
 /**
- * Every JWT attack of issue 6 item 6, each as its own named test, against tokens identity really
+ * Every JWT attack the verifier refuses (README, "Who is calling"), each as its own named test,
+ * against tokens identity really
  * issued and its real published JWKS (fetched over HTTP), through the shared resource-server
  * verifier the sidecar runs. Forged tokens start from a genuine token's claims; tokens with wrong
  * claims are signed with identity's real signing key, as a mis-issued token would be.

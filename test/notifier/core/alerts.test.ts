@@ -1,5 +1,6 @@
 /**
- * notifier/alerts.rules.yml: valid Prometheus alerting rules with the seed's four alerts
+ * notifier/alerts.rules.yml: valid Prometheus alerting rules with the four alerts of README,
+ * "Metrics and alerts"
  * (transactional p99 above 10 s; a breaker open longer than 2 minutes; unbounded dead-letter
  * growth; delivery success below 98% on any channel), each using only metrics a running notifier
  * exports (scraped from its /metrics, with the real channels so their breakers publish).

@@ -1,5 +1,6 @@
 /**
- * Channel isolation (seed 000: separate queues and worker pools, so a slow channel cannot block the
+ * Channel isolation (README, "Delivery, retries, failover, the dead-letter queue": separate queues
+ * and worker pools, so a slow channel cannot block the
  * others): while every push call hangs until its deadline, e-mails of the same tier keep flowing
  * with their usual latency. And `low` is deferred while the urgent queues are backed up.
  */

@@ -2,14 +2,14 @@
 // @generated from file identity/v1/identity.proto (package identity.v1, syntax proto3)
 /* eslint-disable */
 
-// Package identity.v1 is the contract of the identity service (seed 002): the claims of the access
+// Package identity.v1 is the contract of the identity service (identity/README.md): the claims of the access
 // and id tokens it signs, the login call, and the immutable domain events of the event-sourced user
 // and order records.
 //
 // JSON form (token payloads, the HTTP API, the event store): shared/proto-json.ts, with snake_case
 // field names, enum values as lowercase strings without their prefix ("customer", "placed"), JWT
 // NumericDate claims as integer JSON numbers, and event times as epoch seconds (float). Money is a
-// float in the order's currency, as in the seed.
+// float in the order's currency.
 //
 // Events describe business facts, never storage-row changes. Their envelope (event id, stream,
 // sequence, type, schema version) belongs to the event store, not to these payloads.
@@ -418,8 +418,8 @@ export const UserProfilePicUpdatedSchema: GenMessage<UserProfilePicUpdated> = /*
   messageDesc(file_identity_v1_identity, 8);
 
 /**
- * `user_id` started following `followed_user_id`. The seed lists only user_id (the follower);
- * followed_user_id is our addition, needed to keep the followed user's follower_count.
+ * `user_id` (the follower) started following `followed_user_id`;
+ * followed_user_id is needed to keep the followed user's follower_count.
  *
  * @generated from message identity.v1.UserFollowedUser
  */
@@ -763,7 +763,7 @@ export const OrderDeletedSchema: GenMessage<OrderDeleted> = /*@__PURE__*/
 
 /**
  * A rotated-out refresh token was presented again: the whole token family is revoked and the user
- * must re-authenticate. Raised as a security alert (the seed does not show its payload; ours).
+ * must re-authenticate. Raised as a security alert (README, "Tokens"; the payload is ours).
  *
  * @generated from message identity.v1.RefreshTokenReuseDetected
  */
@@ -799,7 +799,7 @@ export const RefreshTokenReuseDetectedSchema: GenMessage<RefreshTokenReuseDetect
   messageDesc(file_identity_v1_identity, 19);
 
 /**
- * A caller's role. Permissions per role (seed 002):
+ * A caller's role. Permissions per role (identity/authz/permissions.ts):
  *   customer: read_own_order, cancel_own_order, read_own_orders, read_own_profile
  *   support:  read_any_order, refund_order
  *   admin:    read_any_order, modify_any_order, delete_any_order
@@ -841,7 +841,7 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
   enumDesc(file_identity_v1_identity, 0);
 
 /**
- * Order status in the read models. The seed names placed, processing, shipped and delivered;
+ * Order status in the read models: placed, processing, shipped and delivered in order;
  * cancelled and refunded follow OrderCancelled and OrderRefunded.
  *
  * @generated from enum identity.v1.OrderStatus

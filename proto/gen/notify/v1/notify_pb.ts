@@ -2,7 +2,7 @@
 // @generated from file notify/v1/notify.proto (package notify.v1, syntax proto3)
 /* eslint-disable */
 
-// Package notify.v1 is the contract of the notification service (seed 000): the body of the
+// Package notify.v1 is the contract of the notification service (notifier/README.md): the body of the
 // ingestion call, its response, the delivery status view, the in-app inbox feed and the user's
 // preferences.
 //

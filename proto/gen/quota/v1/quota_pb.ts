@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 // Package quota.v1 is the contract between the quota control plane and the rate-limiting sidecars
-// (seed 001): the durable quota record, the versioned snapshots the control plane streams to every
+// (limiter/README.md): the durable quota record, the versioned snapshots the control plane streams to every
 // sidecar, the admin API that changes quotas, and the sampled decision event.
 //
 // JSON form (HTTP API, the sidecar's standalone quota file, logs): shared/proto-json.ts, with
@@ -117,14 +117,14 @@ export type Quota = Message<"quota.v1.Quota"> & {
 
   /**
    * Length of the interval `rate` is counted over, in milliseconds. 0 on input means `unit` if
-   * given, else 1000 (the seed's default). Stored records always carry the resolved value.
+   * given, else 1000. Stored records always carry the resolved value.
    *
    * @generated from field: uint32 interval_ms = 5;
    */
   intervalMs: number;
 
   /**
-   * Input-only alternative to `interval_ms` (the seed's PUT body). The control plane converts it
+   * Input-only alternative to `interval_ms` (the PUT body of the internal HTTP API). The control plane converts it
    * to `interval_ms` and stores records without it.
    *
    * @generated from field: quota.v1.Unit unit = 13;
@@ -589,8 +589,8 @@ export const AckResponseSchema: GenMessage<AckResponse> = /*@__PURE__*/
   messageDesc(file_quota_v1_quota, 15);
 
 /**
- * How a quota is enforced. The seed names token_bucket, sliding_window and leaky_bucket;
- * fixed_window is the cheap coarse limit the seed recommends for e.g. login attempts per hour.
+ * How a quota is enforced (README, "Algorithms and counters"). fixed_window is the cheap coarse
+ * limit for e.g. login attempts per hour.
  *
  * @generated from enum quota.v1.Algorithm
  */
@@ -671,8 +671,8 @@ export const FailModeSchema: GenEnum<FailMode> = /*@__PURE__*/
   enumDesc(file_quota_v1_quota, 1);
 
 /**
- * The seed's control-plane body gives the interval as a `unit` instead of `interval_ms`.
- * The seed names only "second"; minute, hour and day are our additions.
+ * The control plane's PUT body may give the interval as a `unit` instead of `interval_ms`
+ * (README, "Changing a quota"): second, minute, hour or day.
  *
  * @generated from enum quota.v1.Unit
  */
