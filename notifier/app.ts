@@ -137,10 +137,10 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
 
     if (config.NOTIFIER_WORKERS) {
       const directory: Directory = {
-        getProfiles: (p, ids) => getProfiles(p, ids),
-        listDeviceTokens: (p, ids) => listDeviceTokensOf(p, ids),
-        removeDeviceToken: (p, id, token) => removeDeviceToken(p, id, token),
-        renderTemplate: (p, req) => renderTemplate(p, req),
+        getProfiles: (ids) => getProfiles(pool, ids),
+        listDeviceTokens: (ids) => listDeviceTokensOf(pool, ids),
+        removeDeviceToken: (id, token) => removeDeviceToken(pool, id, token),
+        renderTemplate: (req) => renderTemplate(pool, req),
         ...deps.directory,
       };
       const router = new RoutingWorker({ pool, boss: b, log, wake });
@@ -211,7 +211,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           caller,
           metrics,
           idempotencyTtlMs: config.NOTIFIER_IDEMPOTENCY_TTL,
-          markTemplateUsed: (p, id) => markTemplateUsed(p, id),
+          markTemplateUsed: (id) => markTemplateUsed(pool, id),
           wake,
         });
         registerTrackingRoutes(app, edge, { pool, caller, pixel, inboxPageSize: config.NOTIFIER_INBOX_PAGE_SIZE, log });

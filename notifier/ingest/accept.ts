@@ -1,6 +1,6 @@
 /**
- * Accepting a notification (seed 000: "the request is validated, persisted, enqueued and
- * acknowledged before any provider is called"). In ONE transaction: the notification row, the
+ * Accepting a notification: the request is validated, persisted, enqueued and acknowledged before
+ * any provider is called (README, "Notifications"). In ONE transaction: the notification row, the
  * caller's idempotency record, and the routing job (pg-boss `send` on the transaction's client).
  * The 202 is sent only after the commit, so an acknowledged notification is never lost; when the
  * database cannot be reached the answer is 503 and nothing was accepted.
@@ -34,7 +34,7 @@ export interface AcceptDeps {
   boss: Boss;
   idempotencyTtlMs: number;
   /** Freezes the template version; throws the templates module's TemplateNotFoundError (422) for an unknown one. */
-  markTemplateUsed: (pool: Pool, templateId: string) => Promise<void>;
+  markTemplateUsed: (templateId: string) => Promise<void>;
   /** Called after the commit with the routing queue that has new work. */
   wake: (queue: string) => void;
 }
@@ -58,7 +58,7 @@ const IN_FLIGHT_RETRY_AFTER_S = 1;
 
 export async function acceptNotification(deps: AcceptDeps, caller: string, n: NewNotification): Promise<Accepted> {
   try {
-    await deps.markTemplateUsed(deps.pool, n.templateId);
+    await deps.markTemplateUsed(n.templateId);
     const hash = requestHash(n);
     const result = await withTransaction(deps.pool, async (client): Promise<Accepted> => {
       const key = n.idempotencyKey;

@@ -13,7 +13,8 @@
  *    job's completion: sent, a retry with `startAfter`, failover, the secondary provider, failed,
  *    or the dead-letter queue.
  *
- * The window that remains (seed 000, "Errors"): a worker that dies after the provider accepted a
+ * The window that remains (README, "Delivery, retries, failover, the dead-letter queue"): a worker
+ * that dies after the provider accepted a
  * send but before step 4 commits leaves the delivery `sending`. Its job expires and comes back;
  * the claim takes over once the lease (twice the send timeout, at most timeout + 5 s) has run out, and then asks the
  * provider, where it can (`Channel.lookup`: the Twilio-style SMS API), whether it already has a
@@ -49,7 +50,6 @@ import {
   insertDeadLetter,
   markFailed,
   markRetry,
-  markSent,
   releaseClaim,
   resumeParked,
   type ClaimedDelivery,
@@ -72,11 +72,11 @@ export interface Channels {
  */
 export interface Directory {
   /** The profiles of these users; a user without one has no entry. */
-  getProfiles(pool: Pool, userIds: readonly string[]): Promise<Map<string, Profile>>;
+  getProfiles(userIds: readonly string[]): Promise<Map<string, Profile>>;
   /** The push tokens of these users; a user without any has no entry. */
-  listDeviceTokens(pool: Pool, userIds: readonly string[]): Promise<Map<string, string[]>>;
-  removeDeviceToken(pool: Pool, userId: string, token: string): Promise<void>;
-  renderTemplate(pool: Pool, req: RenderRequest): Promise<Rendered>;
+  listDeviceTokens(userIds: readonly string[]): Promise<Map<string, string[]>>;
+  removeDeviceToken(userId: string, token: string): Promise<void>;
+  renderTemplate(req: RenderRequest): Promise<Rendered>;
 }
 
 export interface DeliveryWorkerOptions {
@@ -122,10 +122,15 @@ interface Recipients {
 }
 
 /**
- * The finishing writes of an attempt, run in one transaction with the job's completion; a
- * `sent` one is batched with others (sent-batch.ts).
+ * How an attempt ends: a send, recorded with others' in one transaction with their jobs
+ * (sent-batch.ts); or writes that run in one transaction with this job's completion and return
+ * the queues to poke.
  */
-type Finish = ((client: PoolClient) => Promise<string[]>) & { sent?: (queue: string, jobId: string) => Promise<void> };
+type Finish =
+  | { kind: 'sent'; record: (queue: string, jobId: string) => Promise<void> }
+  | { kind: 'writes'; run: (client: PoolClient) => Promise<string[]> };
+
+const writes = (run: (client: PoolClient) => Promise<string[]>): Finish => ({ kind: 'writes', run });
 
 export class DeliveryWorker {
   readonly #o: DeliveryWorkerOptions;
@@ -164,8 +169,8 @@ export class DeliveryWorker {
     const users = [...new Set(ds.map((d) => d.recipient_id))];
     const pushUsers = [...new Set(ds.filter((d) => d.channel === 'push').map((d) => d.recipient_id))];
     const [profiles, tokens] = await Promise.all([
-      o.directory.getProfiles(o.pool, users),
-      pushUsers.length > 0 ? o.directory.listDeviceTokens(o.pool, pushUsers) : new Map<string, string[]>(),
+      o.directory.getProfiles(users),
+      pushUsers.length > 0 ? o.directory.listDeviceTokens(pushUsers) : new Map<string, string[]>(),
     ]);
     return { profiles, tokens };
   }
@@ -192,13 +197,14 @@ export class DeliveryWorker {
       await releaseClaim(o.pool, d.id).catch(() => {});
       throw err;
     }
-    if (finish.sent) {
+    if (finish.kind === 'sent') {
       // Most attempts end here: recorded with others in one transaction with their jobs.
-      await finish.sent(queue, job.id);
+      await finish.record(queue, job.id);
       return;
     }
+    const run = finish.run;
     const wake = await withTransaction(o.pool, async (client) => {
-      const queues = await finish(client);
+      const queues = await run(client);
       await o.boss.complete(queue, job.id, {}, { db: txDb(client) });
       return queues;
     });
@@ -212,8 +218,7 @@ export class DeliveryWorker {
     await withTransaction(o.pool, async (client) => {
       if (state?.status === 'sending') {
         // Another worker holds it (or died holding it): look again once its lease has run out.
-        const [channel, tier] = parseDeliverQueue(queue);
-        await this.#enqueue(client, channel, tier, id, state.leaseLeftMs + 100);
+        await this.#enqueue(client, state.channel, state.priority, id, state.leaseLeftMs + 100);
       }
       await o.boss.complete(queue, job.id, {}, { db: txDb(client) });
     });
@@ -245,7 +250,7 @@ export class DeliveryWorker {
     const profile = profiles.get(d.recipient_id);
     let rendered: Rendered;
     try {
-      rendered = await o.directory.renderTemplate(o.pool, {
+      rendered = await o.directory.renderTemplate({
         templateId: d.template_id,
         locale: d.locale ?? profile?.locale,
         channel: d.channel,
@@ -289,7 +294,7 @@ export class DeliveryWorker {
         const results = (await Promise.all(tokens.map((t) => call(t, `${d.id}:${tokenHash(t)}`)))) as TokenResult[];
         const combined = combineTokenResults(results);
         for (const token of combined.deadTokens) {
-          await o.directory.removeDeviceToken(o.pool, d.recipient_id, token).catch((err: unknown) => {
+          await o.directory.removeDeviceToken(d.recipient_id, token).catch((err: unknown) => {
             o.log.warn({ err, delivery: d.id }, 'could not remove a dead device token');
           });
         }
@@ -347,25 +352,26 @@ export class DeliveryWorker {
           o.metrics.outcome(d.priority, d.channel, 'sent');
           o.metrics.sendLatency(d.priority, d.channel, (o.clock.now() - d.accepted_at_ms) / 1000);
         };
-        return Object.assign(async (client: PoolClient) => (counted(await markSent(client, d.id, provider, step.providerMessageId)), []), {
-          sent: async (queue: string, jobId: string) =>
+        return {
+          kind: 'sent',
+          record: async (queue, jobId) =>
             counted(await this.#sent.add({ deliveryId: d.id, provider, providerMessageId: step.providerMessageId, queue, jobId })),
-        });
+        };
       }
       case 'retry':
-        return async (client) => {
+        return writes(async (client) => {
           if (!(await markRetry(client, d.id, step.delayMs, detail))) return [];
           o.metrics.outcome(d.priority, d.channel, 'retry');
           return this.#enqueue(client, d.channel, d.priority, d.id, step.delayMs);
-        };
+        });
       case 'secondary':
-        return async (client) => {
+        return writes(async (client) => {
           if (!(await markRetry(client, d.id, 0, detail, true))) return [];
           o.metrics.outcome(d.priority, d.channel, 'secondary');
           return this.#enqueue(client, d.channel, d.priority, d.id, 0);
-        };
+        });
       case 'failover_sms':
-        return async (client) => {
+        return writes(async (client) => {
           const sms = await ensureDelivery(client, {
             notificationId: d.notification_id,
             channel: 'sms',
@@ -380,13 +386,13 @@ export class DeliveryWorker {
           // The SMS already failed: this push keeps its own retries.
           else if (sms.status === 'failed' || sms.status === 'dead_lettered') wake.push(...(await this.#resume(client, sms.id)));
           return wake;
-        };
+        });
       case 'fail':
-        return async (client) => {
+        return writes(async (client) => {
           if (!(await markFailed(client, d.id, 'failed', detail))) return [];
           o.metrics.outcome(d.priority, d.channel, 'failed');
           return this.#resume(client, d.id);
-        };
+        });
       case 'dead_letter':
         return this.#deadLetter(d, step.reason, detail);
     }
@@ -394,7 +400,7 @@ export class DeliveryWorker {
 
   /** Leaves the delivery `sending` with its lease already spent and comes back on the retry schedule to ask again. */
   #lookupLater(d: ClaimedDelivery, reason: string): Finish {
-    return async (client) => {
+    return writes(async (client) => {
       const r = await client.query(
         `UPDATE deliveries SET sending_since = now() - make_interval(secs => $2::double precision / 1000), last_error = $3, updated_at = now()
           WHERE id = $1 AND status = 'sending'`,
@@ -403,18 +409,18 @@ export class DeliveryWorker {
       if ((r.rowCount ?? 0) === 0) return [];
       this.#o.metrics.outcome(d.priority, d.channel, 'retry');
       return this.#enqueue(client, d.channel, d.priority, d.id, retryDelay(this.#o.retryScheduleMs, d.attempts));
-    };
+    });
   }
 
   #deadLetter(d: ClaimedDelivery, reason: DeadLetterReason, detail: string): Finish {
     const o = this.#o;
-    return async (client) => {
+    return writes(async (client) => {
       if (!(await markFailed(client, d.id, 'dead_lettered', `${reason}: ${detail}`))) return [];
       await insertDeadLetter(client, { deliveryId: d.id, channel: d.channel, priority: d.priority, reason, detail, attempts: d.attempts });
       o.metrics.outcome(d.priority, d.channel, 'dead_lettered');
       o.log.warn({ delivery: d.id, channel: d.channel, reason }, 'delivery dead-lettered');
       return this.#resume(client, d.id);
-    };
+    });
   }
 
   /** Deliveries parked behind `failoverId` (which has now failed) go back to their own retries. */
@@ -461,11 +467,4 @@ export function withPixel(html: string, pixelUrl: string): string {
   const img = `<img src="${pixelUrl}" width="1" height="1" alt="" style="display:none">`;
   const i = html.toLowerCase().lastIndexOf('</body>');
   return i < 0 ? html + img : html.slice(0, i) + img + html.slice(i);
-}
-
-/** [channel, tier] of a delivery queue name. */
-export function parseDeliverQueue(queue: string): [ChannelName, Tier] {
-  const m = /^notify-deliver-(push|email|sms|in_app)-(transactional|high|normal|low)$/.exec(queue);
-  if (!m) throw new Error(`not a delivery queue: ${queue}`);
-  return [m[1] as ChannelName, m[2] as Tier];
 }

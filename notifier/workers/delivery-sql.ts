@@ -10,7 +10,10 @@ import type { DeliveryStatus } from '../tracking/states.js';
 
 export type Queryable = Pool | PoolClient;
 
-/** The delivery's idempotency key (seed 000): sha256 hex of notification id, channel and recipient. */
+/**
+ * The delivery's idempotency key (README, "Delivery, retries, failover, the dead-letter queue"):
+ * sha256 hex of notification id, channel and recipient.
+ */
 export function deliveryKey(notificationId: string, channel: ChannelName, recipientId: string): string {
   return createHash('sha256').update(`${notificationId}\n${channel}\n${recipientId}`).digest('hex');
 }
@@ -99,15 +102,15 @@ export async function deliveryState(
   db: Queryable,
   id: string,
   leaseMs: number,
-): Promise<{ status: DeliveryStatus; leaseLeftMs: number } | undefined> {
-  const { rows } = await db.query<{ status: DeliveryStatus; lease_left_ms: number | null }>(
-    `SELECT status,
+): Promise<{ status: DeliveryStatus; leaseLeftMs: number; channel: ChannelName; priority: Tier } | undefined> {
+  const { rows } = await db.query<{ status: DeliveryStatus; lease_left_ms: number | null; channel: ChannelName; priority: Tier }>(
+    `SELECT status, channel, priority,
             (extract(epoch FROM (sending_since + make_interval(secs => $2::double precision / 1000) - now())) * 1000)::float8 AS lease_left_ms
        FROM deliveries WHERE id = $1`,
     [id, leaseMs],
   );
   const r = rows[0];
-  return r ? { status: r.status, leaseLeftMs: Math.max(0, r.lease_left_ms ?? 0) } : undefined;
+  return r ? { status: r.status, leaseLeftMs: Math.max(0, r.lease_left_ms ?? 0), channel: r.channel, priority: r.priority } : undefined;
 }
 
 /** Puts a claimed delivery back to `queued` without counting the attempt (nothing reached a provider). */
@@ -117,17 +120,6 @@ export async function releaseClaim(db: Queryable, id: string): Promise<void> {
       WHERE id = $1 AND status = 'sending'`,
     [id],
   );
-}
-
-/** `sending` → `sent`. False when a tracking signal got there first (the delivery is further on already). */
-export async function markSent(db: Queryable, id: string, provider: string, providerMessageId: string): Promise<boolean> {
-  const r = await db.query(
-    `UPDATE deliveries SET status = 'sent', sent_at = now(), provider = $2, provider_message_id = $3,
-            sending_since = NULL, last_error = NULL, next_attempt_at = NULL, updated_at = now()
-      WHERE id = $1 AND status = 'sending'`,
-    [id, provider, providerMessageId],
-  );
-  return (r.rowCount ?? 0) > 0;
 }
 
 /** `sending` → `queued` with the next attempt's time (and, for the secondary, the provider switch). */

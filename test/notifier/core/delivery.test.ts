@@ -97,13 +97,13 @@ t.test('recipients are read once per fetched batch; a failed batch read falls ba
     channels,
     deps: {
       directory: {
-        getProfiles: async (pool, ids) => {
+        getProfiles: async (ids) => {
           calls.push([...ids]);
           if (failNext) {
             failNext = false;
             throw new Error('the batch read failed');
           }
-          return getProfiles(pool, ids);
+          return getProfiles(core.notifier.pool, ids);
         },
       },
     },

@@ -18,7 +18,7 @@ import { SlidingCounter } from '../../../notifier/metrics.js';
 import { pixelFile, pixelSigner, verifyPixelFile } from '../../../notifier/tracking/pixel.js';
 import { decodeCursor, encodeCursor } from '../../../notifier/tracking/inbox.js';
 import { deliveryKey } from '../../../notifier/workers/delivery-sql.js';
-import { leaseMs, parseDeliverQueue, withPixel } from '../../../notifier/workers/deliver.js';
+import { leaseMs, withPixel } from '../../../notifier/workers/deliver.js';
 import { resolveChannels } from '../../../notifier/workers/route.js';
 import { allQueues } from '../../../notifier/queues/names.js';
 
@@ -203,7 +203,6 @@ t.test('pixel signatures, cursors, keys and names', async (t) => {
   t.same(resolveChannels([]), ['push']);
   t.same(resolveChannels(['sms', 'email']), ['sms', 'email']);
   t.equal(allQueues().length, 21, '4 routing + 16 delivery + retention');
-  t.same(parseDeliverQueue('notify-deliver-in_app-low'), ['in_app', 'low']);
   t.equal(leaseMs(10_000), 15_000);
   t.equal(leaseMs(1_000), 2_000);
 });
