@@ -22,7 +22,7 @@ import { emailHooks } from './email.js';
 import { fcmRoutes } from './fcm.js';
 import { googleOAuthRoutes } from './google-oauth.js';
 import { FaultTable, parseFaultProfile, seededRandom } from './faults.js';
-import { startSmtpServer } from './smtp-server.js';
+import { startSmtpServer } from './smtp.js';
 import { MessageStore, type MessageFilter, type SandboxMessage } from './store.js';
 import { twilioRoutes } from './twilio.js';
 

@@ -7,8 +7,8 @@
  */
 import type { SandboxCore } from './core.js';
 import type { FaultError } from './faults.js';
-import { parseMail } from './mime.js';
-import type { SmtpHooks, SmtpReply } from './smtp-server.js';
+import { readMail } from './mail.js';
+import type { SmtpHooks, SmtpReply } from './smtp.js';
 
 /** SMTP renderings of the provider errors. */
 export const SMTP_FAILURES: Record<FaultError, SmtpReply> = {
@@ -33,9 +33,8 @@ export function emailHooks(core: SandboxCore): SmtpHooks {
       return undefined;
     },
     async message(envelope, data) {
-      const mail = parseMail(data);
-      const deliveryId = mail.headers['x-delivery-id'];
-      const messageId = mail.headers['message-id'];
+      const mail = await readMail(data);
+      const { deliveryId, messageId } = mail;
       const to = envelope.to[0] ?? '';
       for (const rcpt of envelope.to) core.store.request('email', PROVIDER, deliveryId, rcpt);
       return core.applyFault('email', PROVIDER, core.decide('email', PROVIDER, to), {
