@@ -593,7 +593,7 @@ export class DataPlane {
     p.exchange = ex;
     const opts: Dispatcher.DispatchOptions = {
       path: p.query === '' ? p.path : `${p.path}?${p.query}`,
-      method: p.method as Dispatcher.HttpMethod,
+      method: p.method,
       headers: p.headers,
       body: p.body,
     };

@@ -22,7 +22,7 @@ export async function runService<
   } catch (err) {
     fatal(err);
   }
-  const log = createLogger({ service: name, level: config.LOG_LEVEL as string });
+  const log = createLogger({ service: name, level: config.LOG_LEVEL });
   let started: Started;
   try {
     started = await start(config, log);
@@ -30,6 +30,6 @@ export async function runService<
     fatal(err, log);
   }
   onShutdown(name, () => started.close());
-  installSignalHandlers({ log, graceMs: config.SHUTDOWN_GRACE as number });
+  installSignalHandlers({ log, graceMs: config.SHUTDOWN_GRACE });
   log.info({ urls: started.urls }, `${name} ready`);
 }

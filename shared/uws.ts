@@ -25,10 +25,10 @@ type CloseFn = (socket: ListenSocket) => void;
 type PortFn = (socket: ListenSocket) => number;
 
 /** Closes a listen socket (official name `us_listen_socket_close`). */
-export const closeListenSocket: CloseFn = (uws['us_listen_socket_close'] as CloseFn | undefined) ?? (uws['closeSocket'] as CloseFn);
+export const closeListenSocket: CloseFn = (uws['us_listen_socket_close'] as CloseFn | undefined) ?? uws['closeSocket'];
 
 /** The local port a listen socket is bound to (official name `us_socket_local_port`). */
-export const listenSocketPort: PortFn = (uws['us_socket_local_port'] as PortFn | undefined) ?? (uws['getSocketPort'] as PortFn);
+export const listenSocketPort: PortFn = (uws['us_socket_local_port'] as PortFn | undefined) ?? uws['getSocketPort'];
 
 /** Listens on host:port; resolves with the socket and the bound port, rejects if the port is taken. */
 export function listen(app: TemplatedApp, host: string, port: number): Promise<{ socket: ListenSocket; port: number }> {

@@ -24,7 +24,6 @@
  * as does an order of another customer, so that existence is not revealed.
  */
 import { invalidField } from '../../shared/errors.js';
-import type { JsonRecord } from '../../shared/proto-json.js';
 import type { AggregateDefinition } from '../events/aggregate-repository.js';
 import type { DomainEvent, OrderEvent, OrderItemData } from '../events/event-data.js';
 import type { Actor } from './actor.js';
@@ -70,7 +69,7 @@ export const INITIAL_ORDER: OrderState = Object.freeze({
   orderId: '',
   customerId: '',
   status: 'none',
-  items: Object.freeze([]) as readonly OrderItemData[],
+  items: Object.freeze([]),
   total: 0,
   placedAt: 0,
   paid: false,
@@ -336,7 +335,7 @@ export const orderAggregate: AggregateDefinition<OrderState> = {
   initial: () => INITIAL_ORDER,
   evolve: evolveOrder,
   snapshotFormat: 1,
-  toSnapshot: (s) => ({ ...s, items: s.items.map((i) => ({ ...i })) }) as unknown as JsonRecord,
+  toSnapshot: (s) => ({ ...s, items: s.items.map((i) => ({ ...i })) }),
   fromSnapshot: (j) => ({
     exists: j.exists === true,
     deleted: j.deleted === true,

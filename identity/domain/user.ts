@@ -7,7 +7,6 @@
  * handler (users.ts) holds it with the reservation table, in the transaction that appends.
  */
 import { invalidField } from '../../shared/errors.js';
-import type { JsonRecord } from '../../shared/proto-json.js';
 import type { AggregateDefinition } from '../events/aggregate-repository.js';
 import type { DomainEvent, EventOf, UserEvent } from '../events/event-data.js';
 import { isValidEmail, normalizeEmail } from './email.js';
@@ -40,7 +39,7 @@ export const INITIAL_USER: UserState = Object.freeze({
   name: '',
   picUrl: '',
   createdAt: 0,
-  following: Object.freeze([]) as readonly string[],
+  following: Object.freeze([]),
 });
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -173,7 +172,7 @@ export const userAggregate: AggregateDefinition<UserState> = {
   initial: () => INITIAL_USER,
   evolve: evolveUser,
   snapshotFormat: 1,
-  toSnapshot: (s) => ({ ...s, following: [...s.following] }) as unknown as JsonRecord,
+  toSnapshot: (s) => ({ ...s, following: [...s.following] }),
   fromSnapshot: (j) => ({
     exists: j.exists === true,
     userId: str(j.userId),

@@ -93,7 +93,7 @@ export function registerProjectionAdminRoutes(app: TemplatedApp, edge: EdgeOptio
         ids = body.ids as number[];
       }
       if (body.projector !== undefined && typeof body.projector !== 'string') throw invalidField('projector', 'must be a string');
-      return { body: await redriveDeadLetters(deps, { projector: projector(body.projector as string | undefined, 'projector'), ids }) };
+      return { body: await redriveDeadLetters(deps, { projector: projector(body.projector, 'projector'), ids }) };
     },
     edge,
   );

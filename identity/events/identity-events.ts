@@ -96,7 +96,7 @@ export function createIdentityEvents(config: IdentityEventsConfig, deps: Identit
   });
   const readModels = new ReadModels(pool);
   const auth = new BearerAuth(deps.verifier);
-  const listener = new EventsListener({ url: config.databaseUrl, log, onNotify: () => runner!.wake() });
+  const listener = new EventsListener({ url: config.databaseUrl, log, onNotify: () => runner.wake() });
   const live = runner;
   let ready = false;
 

@@ -81,7 +81,7 @@ export function parseRefund(body: Record<string, unknown>): { amount?: number; r
   if (body.amount !== undefined && (typeof body.amount !== 'number' || !Number.isFinite(body.amount) || body.amount <= 0)) {
     throw invalidField('amount', 'must be a positive number');
   }
-  return { amount: body.amount as number | undefined, reason: parseReason(body) };
+  return { amount: body.amount, reason: parseReason(body) };
 }
 
 export function parseModify(body: Record<string, unknown>): { items: OrderItemData[]; reason: string } {

@@ -15,7 +15,7 @@ import { invalidField } from '../../shared/errors.js';
 import { normalizeEmail } from '../domain/email.js';
 
 // 2 = Algorithm.Argon2id (a const enum, which isolated modules cannot read).
-export const ARGON2_OPTIONS: Options = Object.freeze({ algorithm: 2, memoryCost: 19_456, timeCost: 2, parallelism: 1 }) as Options;
+export const ARGON2_OPTIONS: Options = Object.freeze({ algorithm: 2, memoryCost: 19_456, timeCost: 2, parallelism: 1 });
 
 /** Longer passwords are refused before hashing (a megabyte password is a DoS, not a secret). */
 export const MAX_PASSWORD_LENGTH = 1024;

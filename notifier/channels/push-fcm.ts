@@ -130,7 +130,8 @@ export function createFcmChannel(opts: FcmChannelOptions, deps: GuardDeps): Chan
   };
 }
 
-const TOO_LATE = Symbol('too late');
+// One shared sentinel, compared by identity; an Error so that what a promise rejects with is always one.
+const TOO_LATE = new Error('the token exchange outlived the send deadline');
 
 /** `p`, or a rejection with {@link TOO_LATE} after `ms` (p itself goes on: its token is cached). */
 function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -86,7 +86,7 @@ function parseVariant(value: unknown, path: string): ChannelParts {
   for (const channel of CHANNELS) {
     if (keys.includes(channel)) parts[channel] = parsePart(channel, value[channel], `${path}.${channel}`);
   }
-  return parts as ChannelParts;
+  return parts;
 }
 
 /** Validates a PUT body. @throws PlatformError invalid_field naming the field */

@@ -198,7 +198,7 @@ export function registerTemplateRoutes(
       try {
         const r = await renderTemplate(pool, {
           templateId,
-          locale: locale as string | undefined,
+          locale: locale,
           channel: channel as Channel,
           data: data as Record<string, string>,
         });

@@ -21,7 +21,7 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
     IDENTITY_PORT: await freePort(),
     SANDBOX_PORT: await freePort(),
   };
-  const env: Record<string, string> = { ...process.env, DATABASE_URL: testDatabaseUrl(), LOG_LEVEL: 'warn' } as Record<string, string>;
+  const env: Record<string, string> = { ...process.env, DATABASE_URL: testDatabaseUrl(), LOG_LEVEL: 'warn' };
   for (const [k, v] of Object.entries(ports)) env[k] = String(v);
   env.IDENTITY_URL = `http://127.0.0.1:${ports.IDENTITY_PORT}`;
   env.NOTIFIER_URL = `http://127.0.0.1:${ports.NOTIFIER_PORT}`;

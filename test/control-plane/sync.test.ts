@@ -8,7 +8,7 @@
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
-import { AckRequestSchema, SnapshotRequestSchema, type Snapshot } from '../../proto/gen/quota/v1/quota_pb.js';
+import { AckRequestSchema, SnapshotRequestSchema } from '../../proto/gen/quota/v1/quota_pb.js';
 import { unaryCall } from '../../shared/grpc.js';
 import { testLogger } from '../harness/log.js';
 import { waitFor } from '../harness/wait.js';
@@ -234,7 +234,7 @@ t.test('an idle stream gets heartbeats; shutdown ends the streams', async (t) =>
   const sync = syncClient(t, hb.grpc);
   const w = watch(t, sync, 'sc-idle');
   await w.until((x) => x.received.length >= 3, 5_000, 'two heartbeats');
-  const beats = w.received.slice(1) as Snapshot[];
+  const beats = w.received.slice(1);
   for (const s of beats) t.same([s.delta, s.quotas.length, s.baseVersion], [true, 0, s.version], 'an empty delta at the current version');
   t.ok(beats[1]!.issuedAt > w.received[0]!.issuedAt, 'each stamped when sent');
   const start = Date.now();

@@ -159,7 +159,7 @@ t.test('unary: put then get carries every field over the wire', async (t) => {
 t.test('unary: the callback form of the typed client works too', async (t) => {
   const res = await new Promise<Snapshot>((resolve, reject) =>
     syncClient.snapshot(create(SnapshotRequestSchema, { sinceVersion: 0n, sidecarId: 'sc-1' }), (err, value) =>
-      err || !value ? reject(err) : resolve(value),
+      err || !value ? reject(err ?? new Error('no snapshot')) : resolve(value),
     ),
   );
   t.equal(res.issuedAt, 2.5);

@@ -64,7 +64,7 @@ t.test('concurrent appends at one version: exactly one wins', async (t) => {
     const lost = results.filter((r) => r.status === 'rejected');
     t.equal(won.length, 1, `round ${round}: one winner`);
     t.ok(
-      lost.every((r) => (r as PromiseRejectedResult).reason instanceof ConcurrencyError),
+      lost.every((r) => r.reason instanceof ConcurrencyError),
       `round ${round}: every loser gets a ConcurrencyError`,
     );
     t.equal(await count(stream), 1);

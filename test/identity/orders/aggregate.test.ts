@@ -203,7 +203,7 @@ t.test('input errors name the field', async (t) => {
     code: 'invalid_field',
     field: 'order_id',
   });
-  t.throws(() => decide({ ...pay, cardLast4: '42' } as OrderCommand, placed, clock.now()), {
+  t.throws(() => decide({ ...pay, cardLast4: '42' }, placed, clock.now()), {
     code: 'invalid_field',
     field: 'payment.card_last4',
   });

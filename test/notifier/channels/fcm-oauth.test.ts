@@ -296,7 +296,7 @@ t.test('configured by FCM_SERVICE_ACCOUNT_FILE and FCM_TOKEN_URL, both push prov
   const set = createChannels(config, { sendTimeoutMs: 2_000, writeInbox: async () => {} });
   t.teardown(() => set.close());
   t.match(
-    await set.primary.push!.send(message('device-1'), ctx()),
+    await set.primary.push.send(message('device-1'), ctx()),
     { ok: true, providerMessageId: /^projects\/proj\/messages\// },
     "FCM_PROJECT_ID unset: the key's project_id",
   );
@@ -316,7 +316,7 @@ t.test('configured by FCM_SERVICE_ACCOUNT_FILE and FCM_TOKEN_URL, both push prov
   );
   t.teardown(() => named.close());
   t.match(
-    await named.primary.push!.send(message('device-3'), ctx()),
+    await named.primary.push.send(message('device-3'), ctx()),
     { ok: true, providerMessageId: /^projects\/other\/messages\// },
     'FCM_PROJECT_ID wins when set',
   );

@@ -65,8 +65,8 @@ t.test('SIGKILL mid-load: nothing accepted is lost, no provider sees a delivery 
   let output = '';
   const start = async (): Promise<ChildProcess> => {
     const p = spawn(process.execPath, [MAIN], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    p.stdout!.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
-    p.stderr!.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
+    p.stdout.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
+    p.stderr.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
     await waitFor(async () => (await fetch(`${base}/readyz`)).ok, {
       timeoutMs: 20_000,
       what: `the notifier to be ready; output: ${output}`,
