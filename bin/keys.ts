@@ -15,8 +15,14 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../shared/config.js';
+import { isCodedError } from '../shared/errors.js';
 import { keysCliConfig } from './config.js';
 
+/**
+ * Bad arguments: caught by the handler at the bottom of this file, which prints the usage and exits
+ * 2. Deliberately not a `CodedError` with a registry code: it never leaves this process's own
+ * `main`, reaches no wire and no other module, so there is nothing for a caller to narrow on.
+ */
 class UsageError extends Error {}
 
 const USAGE = `usage: npm run keys -- <list|revoke> [flags]
@@ -105,7 +111,7 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`keys: ${err.message}\n${USAGE}\n`);
       process.exit(2);
     }
-    if (err instanceof Error && err.name === 'ConfigError') {
+    if (isCodedError(err) && err.code === 'config_variable_invalid') {
       process.stderr.write(`keys: ${err.message}\n`);
       process.exit(2);
     }

@@ -38,11 +38,17 @@ import {
   type Quota,
 } from '../proto/gen/quota/v1/quota_pb.js';
 import { duration, loadConfig } from '../shared/config.js';
+import { isCodedError } from '../shared/errors.js';
 import { quotaCliConfig } from './config.js';
 import { GRPC_ERROR_FIELD_KEY, grpcClientConstructor, unaryCall, type GrpcClient } from '../shared/grpc.js';
 import { enumFromJson, enumJsonNames, enumToJson, toJson } from '../shared/proto-json.js';
 import { apiKeySubject } from '../limiter/control-plane/subject.js';
 
+/**
+ * Bad arguments: caught by the handler at the bottom of this file, which prints the usage and exits
+ * 2. Deliberately not a `CodedError` with a registry code: it never leaves this process's own
+ * `main`, reaches no wire and no other module, so there is nothing for a caller to narrow on.
+ */
 class UsageError extends Error {}
 
 const USAGE = `usage: npm run quota -- <put|get|delete|list> [flags]
@@ -315,7 +321,7 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`quota: ${err.message}\n${USAGE}\n`);
       process.exit(2);
     }
-    if (err instanceof Error && err.name === 'ConfigError') {
+    if (isCodedError(err) && err.code === 'config_variable_invalid') {
       process.stderr.write(`quota: ${err.message}\n`);
       process.exit(2);
     }

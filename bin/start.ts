@@ -10,6 +10,7 @@ import { loadConfig } from '../shared/config.js';
 import { startConfig } from './config.js';
 import { createLogger } from '../shared/log.js';
 import { describeStartupError, EXIT_CONFIG } from '../shared/lifecycle.js';
+import { isCodedError } from '../shared/errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
 import { Supervisor } from './supervisor.js';
@@ -148,5 +149,5 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   process.stderr.write(`npm start: ${describeStartupError(err)}\n`);
-  process.exit(err instanceof Error && err.name === 'ConfigError' ? EXIT_CONFIG : 1);
+  process.exit(isCodedError(err) && err.code === 'config_variable_invalid' ? EXIT_CONFIG : 1);
 });

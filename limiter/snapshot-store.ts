@@ -19,6 +19,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { SnapshotSchema, type Quota, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
 import { fromJsonString, toJsonString } from '../shared/proto-json.js';
+import { InternalError } from '../shared/errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import type { Logger } from '../shared/log.js';
 
@@ -43,10 +44,10 @@ export interface SnapshotStoreOptions {
   timers?: Timers;
 }
 
-/** Why the file on disk could not be used. */
-export class SnapshotFileError extends Error {
+/** Why the file on disk could not be used (`snapshot_file_unusable`). */
+export class SnapshotFileError extends InternalError<'snapshot_file_unusable'> {
   constructor(path: string, problem: string) {
-    super(`last-known-good snapshot ${path}: ${problem}`);
+    super('snapshot_file_unusable', `last-known-good snapshot ${path}: ${problem}`);
     this.name = 'SnapshotFileError';
   }
 }

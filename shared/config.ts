@@ -7,11 +7,13 @@
  * A missing or bad value throws a `ConfigError` whose message is one line naming the variable;
  * `main.ts` files print it and exit non-zero before listening.
  */
+import { InternalError } from './errors.js';
 
-export class ConfigError extends Error {
+/** A missing or invalid variable (`config_variable_invalid`); the message is one line naming it. */
+export class ConfigError extends InternalError<'config_variable_invalid'> {
   readonly variable: string;
   constructor(variable: string, problem: string) {
-    super(`config: ${variable} ${problem}`);
+    super('config_variable_invalid', `config: ${variable} ${problem}`);
     this.name = 'ConfigError';
     this.variable = variable;
   }

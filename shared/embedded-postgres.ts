@@ -33,18 +33,17 @@ import { chown, mkdir, readdir, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
+import { InternalError } from './errors.js';
 import type { Logger } from './log.js';
 
 export type EmbeddedPostgresErrorCode =
   'port_in_use' | 'no_postgres_user' | 'data_dir_unusable' | 'data_dir_in_use' | 'binaries_unusable' | 'init_failed' | 'start_failed';
 
 /** Why the embedded PostgreSQL could not start; `message` is one line meant for the operator. */
-export class EmbeddedPostgresError extends Error {
-  readonly code: EmbeddedPostgresErrorCode;
+export class EmbeddedPostgresError extends InternalError<EmbeddedPostgresErrorCode> {
   constructor(code: EmbeddedPostgresErrorCode, message: string, cause?: unknown) {
-    super(`embedded postgres: ${message}`, cause === undefined ? undefined : { cause });
+    super(code, `embedded postgres: ${message}`, { cause });
     this.name = 'EmbeddedPostgresError';
-    this.code = code;
   }
 }
 
@@ -116,7 +115,13 @@ function installExitNet(): void {
 }
 
 function execOut(cmd: string, args: string[]): Promise<string> {
-  return new Promise((res, rej) => execFile(cmd, args, (err, stdout) => (err ? rej(err) : res(stdout.trim()))));
+  return new Promise((res, rej) =>
+    execFile(cmd, args, (err, stdout) => {
+      // ExecFileException is typed as Error-like, not as an Error: wrap it, keeping its code (ENOENT is read below).
+      if (err) rej(Object.assign(new Error(`${cmd} ${args.join(' ')} failed: ${err.message}`, { cause: err }), { code: err.code }));
+      else res(stdout.trim());
+    }),
+  );
 }
 
 async function postgresUser(): Promise<{ uid: number; gid: number }> {
@@ -370,7 +375,7 @@ function track(
         const gone = new Promise<void>((res) => child.once('exit', () => res()));
         child.kill('SIGINT'); // fast shutdown, as the package does
         await withTimeout(gone, 15_000, () => new Error('timeout')).catch(() => kill(child));
-        running.delete(child as ChildProcess);
+        running.delete(child);
       })();
       return stopping;
     },

@@ -3,11 +3,30 @@
  * is never renamed or reused once shipped (retired codes move to `RETIRED_CODES`). docs/errors.md
  * lists the same codes; test/shared/errors.test.ts checks the two in both directions.
  *
- * Each domain appends its own section. `status` is the HTTP status the code maps to at an HTTP edge.
+ * Every error class of the platform carries one of these codes (shared/errors.ts `CodedError`), so
+ * one union, `AnyErrorCode`, covers everything a caller can `switch (err.code)` on. Each domain
+ * appends its own section. `status` is the HTTP status the code maps to at an HTTP edge; `wire`
+ * says which edge may send the code at all (see {@link Wire}).
  */
+
+/**
+ * Which wire a code may reach:
+ * - `problem` (the default, when `wire` is absent): problem+json at an HTTP edge (`toProblem`),
+ *   gRPC status and metadata at a gRPC edge (`toGrpcError`). Thrown as a `PlatformError`.
+ * - `oauth`: RFC 6749 / RFC 8628 error codes, sent only by the OAuth endpoints as
+ *   `{"error", "error_description"}` (identity/oauth/oauth-error.ts `oauthErrorReply`). Thrown as
+ *   an `OAuthError`; any other edge answers it as the generic `internal`.
+ * - `none`: for the operator and the log only (configuration, migrations, startup, files, key
+ *   import, a provider refusing our credentials). Thrown as an `InternalError`; every edge answers it
+ *   as the generic 500 `internal`, its message and cause to the log only. `status` is that 500.
+ */
+export type Wire = 'problem' | 'oauth' | 'none';
+
 export interface CodeSpec {
   readonly status: number;
   readonly title: string;
+  /** Absent means `problem`. */
+  readonly wire?: Exclude<Wire, 'problem'>;
 }
 
 export const ERROR_CODES = {
@@ -45,7 +64,7 @@ export const ERROR_CODES = {
   bad_header: { status: 400, title: 'A header cannot be forwarded exactly as received' },
   uri_too_long: { status: 414, title: 'The request target is longer than allowed' },
   transfer_coding_not_implemented: { status: 501, title: 'Transfer codings other than chunked are not supported' },
-  // ── identity: event store, users and orders (issue 5) ────────────────────
+  // ── identity: event store, users and orders (identity/events, identity/domain) ──
   concurrency_conflict: { status: 409, title: 'The record changed since it was read; retry' },
   user_already_exists: { status: 409, title: 'A user with this id already exists' },
   invalid_email: { status: 400, title: 'The email address is not valid' },
@@ -54,7 +73,7 @@ export const ERROR_CODES = {
   order_not_found: { status: 404, title: 'No such order' },
   order_already_exists: { status: 409, title: 'An order with this id already exists' },
   invalid_order_transition: { status: 409, title: "The order's status does not allow this command" },
-  // ── identity: accounts (issue 6) ──────────────────────────────────────────
+  // ── identity: accounts (identity/accounts) ─────────────────────────────────
   invalid_credentials: { status: 401, title: 'The email or password is wrong' },
   login_throttled: { status: 429, title: 'Too many failed sign-ins; try again later' },
   // ── notifier: templates, profiles, devices ─────────────────────────────────
@@ -66,9 +85,70 @@ export const ERROR_CODES = {
   audience_not_supported: { status: 422, title: 'Segment (audience) notifications are not supported yet' },
   idempotency_key_reused: { status: 422, title: 'This idempotency key was used with a different request' },
   idempotency_in_flight: { status: 409, title: 'A request with this idempotency key is still being processed' },
+
+  // ── OAuth endpoints (RFC 6749 §5.2, RFC 8628 §3.5, OpenID Connect): OAuth JSON only ──────────
+  invalid_request: { status: 400, title: 'The request is missing, repeats or misuses a parameter', wire: 'oauth' },
+  invalid_client: { status: 401, title: 'Client authentication failed', wire: 'oauth' },
+  invalid_grant: { status: 400, title: 'The grant is invalid, expired, revoked or was issued to another client', wire: 'oauth' },
+  unauthorized_client: { status: 400, title: 'The client may not use this grant type', wire: 'oauth' },
+  unsupported_grant_type: { status: 400, title: 'The grant type is not supported', wire: 'oauth' },
+  unsupported_response_type: { status: 400, title: 'The response type is not supported', wire: 'oauth' },
+  invalid_scope: { status: 400, title: 'The requested scope is invalid or not allowed', wire: 'oauth' },
+  access_denied: { status: 400, title: 'The user or the server denied the request', wire: 'oauth' },
+  server_error: { status: 500, title: 'The server could not complete the request', wire: 'oauth' },
+  temporarily_unavailable: { status: 503, title: 'The server is temporarily unavailable', wire: 'oauth' },
+  authorization_pending: { status: 400, title: 'The user has not approved the device request yet', wire: 'oauth' },
+  slow_down: { status: 400, title: 'The device is polling too fast', wire: 'oauth' },
+  expired_token: { status: 400, title: 'The device code has expired', wire: 'oauth' },
+  login_required: { status: 400, title: 'The user must sign in', wire: 'oauth' },
+
+  // ── never on a wire: the operator's and the log's (answered as `internal`) ───────────────────
+  // shared/config.ts ConfigError
+  config_variable_invalid: { status: 500, title: 'A configuration variable is missing or invalid', wire: 'none' },
+  // shared/migrate.ts MigrationError
+  migration_invalid_name: { status: 500, title: 'A migration file is not named NNN_name.sql', wire: 'none' },
+  migration_duplicate_version: { status: 500, title: 'Two migration files share a version', wire: 'none' },
+  migration_checksum_mismatch: { status: 500, title: 'An applied migration file was changed', wire: 'none' },
+  migration_failed: { status: 500, title: 'A migration failed and was rolled back', wire: 'none' },
+  migration_dir_missing: { status: 500, title: 'The migrations folder cannot be read', wire: 'none' },
+  // shared/embedded-postgres.ts EmbeddedPostgresError
+  port_in_use: { status: 500, title: 'The embedded PostgreSQL port is in use', wire: 'none' },
+  no_postgres_user: { status: 500, title: 'Running as root and there is no postgres OS user', wire: 'none' },
+  data_dir_unusable: { status: 500, title: 'The embedded PostgreSQL data directory cannot be used', wire: 'none' },
+  data_dir_in_use: { status: 500, title: 'Another server runs on the embedded PostgreSQL data directory', wire: 'none' },
+  binaries_unusable: { status: 500, title: 'The PostgreSQL binaries cannot be run', wire: 'none' },
+  init_failed: { status: 500, title: 'initdb failed', wire: 'none' },
+  start_failed: { status: 500, title: 'The embedded PostgreSQL did not start', wire: 'none' },
+  // limiter/snapshot-store.ts SnapshotFileError
+  snapshot_file_unusable: { status: 500, title: 'The last-known-good snapshot file cannot be used', wire: 'none' },
+  // shared/jwt/keys.ts KeyImportError
+  key_import_failed: { status: 500, title: 'A published key cannot be used for verification', wire: 'none' },
+  // notifier/templates/errors.ts TemplateSyntaxError
+  template_syntax_error: { status: 500, title: 'A template source does not parse', wire: 'none' },
+  // notifier/channels/google-oauth.ts TokenRefused
+  provider_token_refused: { status: 500, title: "A provider's token endpoint refused our credentials", wire: 'none' },
 } as const satisfies Record<string, CodeSpec>;
 
-export type ErrorCode = keyof typeof ERROR_CODES;
+type Registry = typeof ERROR_CODES;
+type CodesOnWire<W extends Wire> = {
+  [C in keyof Registry]: (Registry[C] extends { readonly wire: infer X } ? X : 'problem') extends W ? C : never;
+}[keyof Registry];
+
+/** Every code in the registry: what `err.code` of any `CodedError` is. */
+export type AnyErrorCode = keyof Registry;
+/** The codes a caller receives as problem+json or gRPC metadata: a `PlatformError`'s. */
+export type ErrorCode = CodesOnWire<'problem'>;
+/** The RFC error codes only the OAuth endpoints send: an `OAuthError`'s. */
+export type OAuthErrorCode = CodesOnWire<'oauth'>;
+/** The codes that never reach a caller: an `InternalError`'s. */
+export type InternalErrorCode = CodesOnWire<'none'>;
+
+/** The wire a code may reach (see {@link Wire}). */
+export function wireOf(code: AnyErrorCode): Wire {
+  const spec: CodeSpec | undefined = (ERROR_CODES as Record<string, CodeSpec>)[code];
+  // An unregistered string (a cast, a JS caller) is treated as never meant for a caller.
+  return spec === undefined ? 'none' : (spec.wire ?? 'problem');
+}
 
 /** Codes that shipped once and must never be used again. */
 export const RETIRED_CODES: readonly string[] = [];

@@ -19,7 +19,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { DescMessage, DescMethod, DescService, MessageShape } from '@bufbuild/protobuf';
-import { isPlatformError } from './errors.js';
+import { isForCaller } from './errors.js';
 
 type MethodsOf<S extends DescService> = S['method'];
 type InputOf<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> : never;
@@ -89,7 +89,7 @@ export function grpcServiceDefinition<S extends DescService>(service: S): grpc.S
 
 /** Registers `implementation` for `service` on a grpc-js server. */
 export function addGrpcService<S extends DescService>(server: grpc.Server, service: S, implementation: GrpcServiceImplementation<S>): void {
-  server.addService(grpcServiceDefinition(service), implementation as grpc.UntypedServiceImplementation);
+  server.addService(grpcServiceDefinition(service), implementation);
 }
 
 /** A typed client class for `service` (grpc.makeGenericClientConstructor over its definition). */
@@ -133,11 +133,12 @@ export const GRPC_ERROR_FIELD_KEY = 'error-field';
 /**
  * Maps any thrown value to a gRPC error for a unary handler's callback (streams: {@link failStream}).
  * A PlatformError keeps its detail and carries its code (and field) in trailing metadata;
- * anything else becomes INTERNAL with a generic message, its cause left for the log.
+ * anything else (an InternalError, an OAuthError, a bug) becomes INTERNAL with a generic message,
+ * its cause left for the log.
  */
 export function toGrpcError(err: unknown): grpc.ServerErrorResponse {
   const metadata = new grpc.Metadata();
-  if (!isPlatformError(err)) {
+  if (!isForCaller(err)) {
     metadata.set(GRPC_ERROR_CODE_KEY, 'internal');
     return Object.assign(new Error('internal error'), { code: grpc.status.INTERNAL, details: 'internal error', metadata });
   }

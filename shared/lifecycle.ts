@@ -16,7 +16,7 @@
  * The module-level functions use one default instance bound to `process`; tests build their own
  * with `createLifecycle`.
  */
-import { ConfigError } from './config.js';
+import { isCodedError, type CodedError } from './errors.js';
 
 /** Closes one resource; may be async. */
 export type Closer = () => Promise<void> | void;
@@ -188,7 +188,8 @@ function* chain(err: unknown): Generator<SysError> {
   }
 }
 
-const isConfigError = (err: unknown): boolean => err instanceof ConfigError;
+const isConfigError = (err: unknown): err is CodedError<'config_variable_invalid'> =>
+  isCodedError(err) && err.code === 'config_variable_invalid';
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET']);
 const isRecognised = (err: unknown): boolean =>
   isConfigError(err) ||
@@ -213,7 +214,7 @@ const firstLine = (s: string): string => s.split('\n', 1)[0]!.trim();
  * tests and for callers that report failures their own way.
  */
 export function describeStartupError(err: unknown): string {
-  if (err instanceof ConfigError) return err.message;
+  if (isConfigError(err)) return err.message;
   const dependency = dependencyOf(err);
   for (const e of chain(err)) {
     const code = typeof e.code === 'string' ? e.code : undefined;

@@ -16,19 +16,18 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type pg from 'pg';
+import { InternalError } from './errors.js';
 import type { Logger } from './log.js';
 
 export type MigrationErrorCode =
   'migration_invalid_name' | 'migration_duplicate_version' | 'migration_checksum_mismatch' | 'migration_failed' | 'migration_dir_missing';
 
 /** A migration problem; the message is one line naming the file. Startup fails on it. */
-export class MigrationError extends Error {
-  readonly code: MigrationErrorCode;
+export class MigrationError extends InternalError<MigrationErrorCode> {
   readonly file: string | undefined;
   constructor(code: MigrationErrorCode, message: string, opts: { file?: string; cause?: unknown } = {}) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    super(code, message, opts);
     this.name = 'MigrationError';
-    this.code = code;
     this.file = opts.file;
   }
 }

@@ -4,58 +4,38 @@
  * the token, device-authorization and introspection endpoints; every other identity endpoint
  * answers problem+json. A description never contains a token, a code or a secret.
  */
+import { CodedError, ERROR_CODES, type OAuthErrorCode } from '../../shared/errors.js';
 import type { Reply } from '../../shared/http.js';
 import type { Logger } from '../../shared/log.js';
 import { isDatabaseUnavailable } from '../../shared/db-errors.js';
 
-export type OAuthErrorCode =
-  | 'invalid_request'
-  | 'invalid_client'
-  | 'invalid_grant'
-  | 'unauthorized_client'
-  | 'unsupported_grant_type'
-  | 'unsupported_response_type'
-  | 'invalid_scope'
-  | 'access_denied'
-  | 'server_error'
-  | 'temporarily_unavailable'
-  | 'authorization_pending'
-  | 'slow_down'
-  | 'expired_token'
-  | 'login_required';
-
-const STATUS: Record<OAuthErrorCode, number> = {
-  invalid_request: 400,
-  invalid_client: 401,
-  invalid_grant: 400,
-  unauthorized_client: 400,
-  unsupported_grant_type: 400,
-  unsupported_response_type: 400,
-  invalid_scope: 400,
-  access_denied: 400,
-  server_error: 500,
-  temporarily_unavailable: 503,
-  authorization_pending: 400,
-  slow_down: 400,
-  expired_token: 400,
-  login_required: 400,
-};
+/**
+ * The RFC error codes: the registry's `wire: 'oauth'` section (shared/error-codes.ts), with the
+ * status each RFC gives as their `status`.
+ */
+export type { OAuthErrorCode } from '../../shared/errors.js';
 
 /** The realm of our Basic challenge on invalid_client. */
 export const BASIC_CHALLENGE = 'Basic realm="identity", charset="UTF-8"';
 
-export class OAuthError extends Error {
+/**
+ * An OAuth error in its RFC form. A `CodedError` whose `code` is the RFC `error` (kept as `error`
+ * too); only {@link oauthErrorReply} puts it on the wire. Anywhere else (problem+json, gRPC) it is
+ * not the caller's and is answered as the generic `internal`.
+ */
+export class OAuthError extends CodedError<OAuthErrorCode> {
+  /** The RFC `error` member: the same string as `code`. */
   readonly error: OAuthErrorCode;
   readonly description: string;
   readonly status: number;
   readonly headers: Record<string, string>;
 
   constructor(error: OAuthErrorCode, description: string, opts: { cause?: unknown } = {}) {
-    super(`${error}: ${description}`, opts.cause === undefined ? undefined : { cause: opts.cause });
+    super(error, `${error}: ${description}`, opts);
     this.name = 'OAuthError';
     this.error = error;
     this.description = description;
-    this.status = STATUS[error];
+    this.status = ERROR_CODES[error].status;
     // RFC 6749 §5.2 and RFC 9110: a 401 names the scheme the client should authenticate with.
     this.headers = error === 'invalid_client' ? { 'www-authenticate': BASIC_CHALLENGE } : {};
   }
@@ -84,8 +64,10 @@ export function oauthErrorReply(err: unknown, log: Logger, where: string): Reply
   const status = (err as { status?: unknown } | null)?.status;
   if (status === 503 || isDatabaseUnavailable(err)) {
     log.warn({ err, endpoint: where }, 'oauth: temporarily unavailable');
-    return oauthJson({ error: 'temporarily_unavailable', error_description: 'try again shortly' }, 503, { 'retry-after': '1' });
+    return oauthJson({ error: 'temporarily_unavailable' satisfies OAuthErrorCode, error_description: 'try again shortly' }, 503, {
+      'retry-after': '1',
+    });
   }
   log.error({ err, endpoint: where }, 'oauth: request failed');
-  return oauthJson({ error: 'server_error', error_description: 'the server could not complete the request' }, 500);
+  return oauthJson({ error: 'server_error' satisfies OAuthErrorCode, error_description: 'the server could not complete the request' }, 500);
 }

@@ -210,7 +210,12 @@ export class QuotaStore {
   }
 }
 
-/** Rolls a delete of a missing subject back (giving its version back) and reports nothing deleted. */
+/**
+ * Rolls a delete of a missing subject back (giving its version back) and reports nothing deleted.
+ * Deliberately not a `CodedError` with a registry code: it is control flow, not a failure. It is
+ * thrown only to abort the transaction in `delete` and caught by the same method, which turns it
+ * into `{ deleted: false }`; no caller, log or wire ever sees it.
+ */
 class NothingToDelete extends Error {
   constructor(readonly current: number) {
     super('nothing to delete');

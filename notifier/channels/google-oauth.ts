@@ -14,6 +14,7 @@
 import { SignJWT } from 'jose';
 import { request } from 'undici';
 import type { Clock } from '../../shared/clock.js';
+import { InternalError } from '../../shared/errors.js';
 import { FCM_SCOPE, JWT_BEARER_GRANT, type ServiceAccountKey } from '../../shared/service-account.js';
 
 /** Google accepts assertions of at most one hour. */
@@ -31,9 +32,16 @@ export interface TokenSourceOptions {
   refreshBeforeMs?: number;
 }
 
-/** The token endpoint turned the key down: a configuration problem, not a passing one. */
-export class TokenRefused extends Error {
-  override readonly name = 'TokenRefused';
+/**
+ * The token endpoint turned the key down (`provider_token_refused`): a configuration problem, not a
+ * passing one. The message quotes the provider's answer, so it is for the log and the dead-letter
+ * reason, never an HTTP caller.
+ */
+export class TokenRefused extends InternalError<'provider_token_refused'> {
+  constructor(message: string) {
+    super('provider_token_refused', message);
+    this.name = 'TokenRefused';
+  }
 }
 
 export function isTokenRefused(err: unknown): err is TokenRefused {

@@ -1,11 +1,13 @@
 /**
- * The template errors callers narrow on. Both are `PlatformError`s, so at an HTTP edge they
- * become problem+json on their own; the notifier's workers read `reason` to dead-letter a send.
+ * The template errors callers narrow on. `TemplateNotFoundError` and `RenderError` are
+ * `PlatformError`s, so at an HTTP edge they become problem+json on their own; the notifier's
+ * workers read `reason` to dead-letter a send. `TemplateSyntaxError` is an `InternalError`: the
+ * admin API turns it into `invalid_field` itself (definition.ts), and at load it is logged.
  *
  * Neither message ever contains a value from `template_data` (they may be one-time codes): only
  * variable names, template ids, locales and channels.
  */
-import { PlatformError } from '../../shared/errors.js';
+import { InternalError, PlatformError } from '../../shared/errors.js';
 
 /** No such template version. 422 `unknown_template` (at ingestion: the request names a template that does not exist). */
 export class TemplateNotFoundError extends PlatformError {
@@ -64,11 +66,14 @@ export function isRenderError(err: unknown): err is RenderError {
   return err instanceof RenderError;
 }
 
-/** A template source that does not parse; `index` is the UTF-16 offset of the fault. Reported as 400 at creation. */
-export class TemplateSyntaxError extends Error {
+/**
+ * A template source that does not parse (`template_syntax_error`); `index` is the UTF-16 offset of
+ * the fault. Reported as 400 `invalid_field` at creation (definition.ts); anywhere else `internal`.
+ */
+export class TemplateSyntaxError extends InternalError<'template_syntax_error'> {
   readonly index: number;
   constructor(message: string, index: number) {
-    super(message);
+    super('template_syntax_error', message);
     this.name = 'TemplateSyntaxError';
     this.index = index;
   }

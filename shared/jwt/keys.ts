@@ -12,6 +12,7 @@
  */
 import { KeyObject, constants, verify as cryptoVerify, type VerifyKeyObjectInput } from 'node:crypto';
 import { importJWK, type JWK } from 'jose';
+import { InternalError } from '../errors.js';
 
 export type PinnedAlg = 'ES256' | 'RS256';
 
@@ -54,10 +55,10 @@ export function pinnedAlgOf(jwk: { kty?: unknown; crv?: unknown }): PinnedAlg | 
   return undefined;
 }
 
-/** Why a JWK was not loaded; logged by kid, never fatal for the rest of the set. */
-export class KeyImportError extends Error {
+/** Why a JWK was not loaded (`key_import_failed`); logged by kid, never fatal for the rest of the set. */
+export class KeyImportError extends InternalError<'key_import_failed'> {
   constructor(message: string) {
-    super(message);
+    super('key_import_failed', message);
     this.name = 'KeyImportError';
   }
 }

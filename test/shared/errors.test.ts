@@ -1,8 +1,27 @@
 // @tier: pure
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { ERROR_CODES, RETIRED_CODES } from '../../shared/error-codes.js';
-import { PlatformError, invalidField, problemFor, toProblem, PROBLEM_CONTENT_TYPE } from '../../shared/errors.js';
+import {
+  ERROR_CODES,
+  RETIRED_CODES,
+  wireOf,
+  type AnyErrorCode,
+  type ErrorCode,
+  type InternalErrorCode,
+  type Wire,
+} from '../../shared/error-codes.js';
+import {
+  type CodedError,
+  InternalError,
+  PlatformError,
+  invalidField,
+  isCodedError,
+  isForCaller,
+  isPlatformError,
+  problemFor,
+  toProblem,
+  PROBLEM_CONTENT_TYPE,
+} from '../../shared/errors.js';
 
 const DOC = new URL('../../docs/errors.md', import.meta.url);
 
@@ -135,4 +154,86 @@ t.test('invalidField names the field; problemFor builds without throwing', async
   });
   t.equal(problemFor('unavailable').status, 503);
   t.equal(PROBLEM_CONTENT_TYPE, 'application/problem+json');
+});
+
+/** The codes in the tables of each `### ` subsection under `## Codes`, by subsection heading. */
+function codesBySubsection(markdown: string): Map<string, string[]> {
+  const lines = markdown.split('\n');
+  const start = lines.findIndex((l) => l.trim() === '## Codes');
+  const out = new Map<string, string[]>();
+  let heading = '';
+  for (let i = start + 1; i < lines.length && !/^##\s/.test(lines[i]!); i++) {
+    const line = lines[i]!.trim();
+    if (line.startsWith('### ')) {
+      heading = line.slice(4);
+      out.set(heading, []);
+      continue;
+    }
+    const code = line.startsWith('|') ? codeCell(line.replace(/^\|/, '').split('|')[0]!.trim()) : undefined;
+    if (code !== undefined) out.get(heading)?.push(code);
+  }
+  return out;
+}
+
+t.test('each code is documented in the table for the wire the registry allows it on', async (t) => {
+  const sections = [...codesBySubsection(readFileSync(DOC, 'utf8'))];
+  const section = (prefix: string): string[] => sections.find(([h]) => h.startsWith(prefix))?.[1] ?? [];
+  const byWire = (w: Wire): AnyErrorCode[] => (Object.keys(ERROR_CODES) as AnyErrorCode[]).filter((c) => wireOf(c) === w).sort();
+  t.equal(sections.length, 3, 'three tables under "## Codes"');
+  t.same(section('problem+json').sort(), byWire('problem'), 'problem+json table: the codes without `wire`');
+  t.same(section('OAuth JSON').sort(), byWire('oauth'), "OAuth JSON table: the codes with wire: 'oauth'");
+  t.same(section('Never sent').sort(), byWire('none'), "never-sent table: the codes with wire: 'none'");
+  for (const c of byWire('none')) t.equal(ERROR_CODES[c].status, 500, `${c}: never sent, so its status is internal's 500`);
+  t.equal(wireOf('no_such_code' as AnyErrorCode), 'none', 'an unregistered string is never for a caller');
+});
+
+t.test('a code that is not for the problem wire never leaves as itself, even on a PlatformError (a cast)', async (t) => {
+  class SomeInternal extends InternalError {}
+  const off = (Object.keys(ERROR_CODES) as AnyErrorCode[]).filter((c) => wireOf(c) !== 'problem');
+  t.ok(off.length > 0);
+  for (const code of off) {
+    const errs: unknown[] = [
+      new PlatformError(code as ErrorCode, { detail: 'secret hunter2', field: 'hunter2', headers: { 'x-hunter2': '1' } }),
+    ];
+    if (wireOf(code) === 'none') errs.push(new SomeInternal(code as InternalErrorCode, 'secret hunter2', { cause: new Error('hunter2') }));
+    for (const err of errs) {
+      t.notOk(isForCaller(err), `${code}: not for the caller`);
+      const { problem, headers } = toProblem(err);
+      t.same(
+        problem,
+        { type: 'https://errors.edge-platform.dev/internal', title: 'Internal server error', status: 500, code: 'internal' },
+        code,
+      );
+      t.same(headers, {});
+      t.notMatch(JSON.stringify(problem), /hunter2/);
+    }
+  }
+});
+
+t.test('every error is a CodedError whose code is one union to switch on', async (t) => {
+  class SomeInternal extends InternalError<'port_in_use'> {}
+  const errs: CodedError[] = [new PlatformError('rate_limited'), new SomeInternal('port_in_use', 'port 5432 is taken')];
+  const seen: string[] = [];
+  for (const err of errs) {
+    t.ok(isCodedError(err));
+    t.ok(err instanceof Error);
+    switch (err.code) {
+      case 'rate_limited':
+        seen.push('problem');
+        break;
+      case 'port_in_use':
+        seen.push('internal');
+        break;
+      default:
+        seen.push('other');
+    }
+    // @ts-expect-error: a string that is not a registered code does not compile
+    t.notOk(err.code === 'rate_limitd');
+  }
+  t.same(seen, ['problem', 'internal']);
+  t.ok(isPlatformError(errs[0]) && !isPlatformError(errs[1]), 'isPlatformError: only the problem-wire branch');
+  t.notOk(isCodedError(new Error('x')) || isCodedError({ code: 'rate_limited' }), 'a plain error or a look-alike is not a CodedError');
+  // @ts-expect-error: a PlatformError takes only problem-wire codes
+  const miscast = new PlatformError('port_in_use');
+  t.equal(toProblem(miscast).problem.code, 'internal', '... and toProblem holds even so');
 });
