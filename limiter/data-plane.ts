@@ -174,6 +174,17 @@ function scanHeader(name: string, value: string): void {
 
 const DIGITS = /^\d{1,15}$/;
 
+// The peer address of the request in the current uWS callback, decoded once however often asked.
+let peerRes: HttpResponse | undefined;
+let peerText = '';
+function peerOf(res: HttpResponse): string {
+  if (res !== peerRes) {
+    peerRes = res;
+    peerText = Buffer.from(res.getRemoteAddressAsText()).toString();
+  }
+  return peerText;
+}
+
 /** A `Forwarded` node or host value: a token as it is, anything else as a quoted-string (RFC 7239 §4). */
 function forwardedValue(v: string): string {
   return /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v) ? v : `"${v.replace(/["\\]/g, '\\$&')}"`;
@@ -291,8 +302,13 @@ class Pending {
 export class DataPlane {
   /** Admission can be decided inside the uWS callback (in-process counters). */
   private readonly syncAdmission: boolean;
-  /** The port this plane listens on, for X-Forwarded-Port and Forwarded; set once listening. */
-  listenPort = 0;
+  /** The port this plane listens on, for X-Forwarded-Port; set once listening. */
+  set listenPort(port: number) {
+    this.portText = String(port);
+  }
+  private portText = '0';
+  private lastHost: string | undefined;
+  private lastHostPart = '';
   constructor(readonly o: DataPlaneOptions) {
     this.syncAdmission = o.gate.synchronous;
   }
@@ -362,7 +378,7 @@ export class DataPlane {
         return;
       }
     } else if (route.auth === 'optional') {
-      caller = ipCaller(this.clientIp(res, h));
+      caller = ipCaller(this.clientIp(peerOf(res), h));
     } else if (h.authorization !== '') {
       writeProblem(res, 'invalid_token', ONLY_BEARER, BEARER_CHALLENGE);
       return;
@@ -402,7 +418,7 @@ export class DataPlane {
       const listed = connectionTokens(h.connection);
       if (listed) headers = headers.filter((_v, i, a) => !listed.has(a[i - (i % 2)]!));
     }
-    this.forwardingHeaders(res, h, headers);
+    this.forwardingHeaders(peerOf(res), h, headers);
 
     this.o.inFlight.inc();
     const p = new Pending(this, res, method, path, query, route, headers, maxBody);
@@ -451,8 +467,7 @@ export class DataPlane {
   }
 
   /** The address a request is limited by: the peer, or with LIMITER_TRUST_PROXY the address the trusted proxy appended. */
-  private clientIp(res: HttpResponse, h: Scan): string {
-    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+  private clientIp(peer: string, h: Scan): string {
     if (!this.o.trustProxy || h.forwardedFor === '') return peer;
     // One trusted hop: the last entry is the one it added; the ones before it are the client's word.
     const last = h.forwardedFor.slice(h.forwardedFor.lastIndexOf(',') + 1).trim();
@@ -463,10 +478,14 @@ export class DataPlane {
    * X-Forwarded-For/-Host/-Proto/-Port and Forwarded: the sidecar's own. The client's are dropped,
    * unless LIMITER_TRUST_PROXY says a proxy in front wrote them; then ours are appended to them.
    */
-  private forwardingHeaders(res: HttpResponse, h: Scan, headers: string[]): void {
-    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
-    const port = String(this.listenPort);
-    const node = `for=${forwardedFor(peer)};host=${forwardedValue(h.host)};proto=http`;
+  private forwardingHeaders(peer: string, h: Scan, headers: string[]): void {
+    const port = this.portText;
+    // The host part is the same on almost every request: built once per distinct Host.
+    if (h.host !== this.lastHost) {
+      this.lastHost = h.host;
+      this.lastHostPart = `;host=${forwardedValue(h.host)};proto=http`;
+    }
+    const node = `for=${forwardedFor(peer)}${this.lastHostPart}`;
     if (this.o.trustProxy) {
       headers.push(
         'x-forwarded-for',
