@@ -3,6 +3,8 @@
  * SMTP over a raw socket, and its own /sandbox API. In-process on port 0.
  */
 import t from 'tap';
+import { createRegistry } from '../../../shared/metrics.js';
+import { waitFor } from '../../harness/wait.js';
 import { getGlobalDispatcher } from 'undici';
 import { connect } from 'node:net';
 import { startSandbox, type Sandbox } from '../../../notifier/sandbox/app.js';
@@ -186,7 +188,8 @@ t.test('/sandbox/faults: set, list, refuse bad ones naming the field, clear', as
 });
 
 t.test('latency is added to every answer; a timeout holds the request until the sandbox closes', async (t) => {
-  const s = await startSandbox({ credentials, faults: [{ channel: 'push', latency_ms: 120 }] });
+  const registry = createRegistry('test', { defaults: false });
+  const s = await startSandbox({ credentials, registry, faults: [{ channel: 'push', latency_ms: 120 }] });
   const started = performance.now();
   t.equal((await fcm(s, { message: { token: 't' } })).status, 200);
   t.ok(performance.now() - started >= 110, 'the answer waited for the latency');
@@ -196,7 +199,10 @@ t.test('latency is added to every answer; a timeout holds the request until the 
   );
   let answered = false;
   void held.then(() => (answered = true));
-  await new Promise((r) => setTimeout(r, 200));
+  // The sandbox counts a held request when it starts holding it: then the absence of an answer means something.
+  await waitFor(async () => /outcome="timeout"[^}]*\} 1\b/.test(await registry.getSingleMetricAsString('sandbox_requests_total')), {
+    what: 'the sandbox to hold the request',
+  });
   t.notOk(answered, 'no answer while held');
   await s.close();
   t.ok(['closed', 503].includes(await held), 'released at close');
