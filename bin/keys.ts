@@ -13,17 +13,9 @@
  * Exit status: 0 done (also for a key revoked before); 1 the call failed (one line on stderr, e.g.
  * `keys: 404 not_found: no such signing key`); 2 bad usage or configuration.
  */
-import { parseArgs } from 'node:util';
 import { loadConfig } from '../shared/config.js';
-import { isCodedError } from '../shared/errors.js';
+import { parseCommandLine, runCli, UsageError } from './cli.js';
 import { keysCliConfig } from './config.js';
-
-/**
- * Bad arguments: caught by the handler at the bottom of this file, which prints the usage and exits
- * 2. Deliberately not a `CodedError` with a registry code: it never leaves this process's own
- * `main`, reaches no wire and no other module, so there is nothing for a caller to narrow on.
- */
-class UsageError extends Error {}
 
 const USAGE = `usage: npm run keys -- <list|revoke> [flags]
   list                          every signing key: state (pending, signing, verifying, retired, revoked) and schedule
@@ -59,13 +51,7 @@ async function call(url: string, token: string, init: RequestInit = {}): Promise
 }
 
 async function main(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  const { values: flags, positionals } = parsed;
+  const { values: flags, positionals } = parseCommandLine(argv, OPTIONS);
   if (flags.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;
@@ -104,19 +90,12 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    if (err instanceof UsageError) {
-      process.stderr.write(`keys: ${err.message}\n${USAGE}\n`);
-      process.exit(2);
-    }
-    if (isCodedError(err) && err.code === 'config_variable_invalid') {
-      process.stderr.write(`keys: ${err.message}\n`);
-      process.exit(2);
-    }
+runCli(
+  'keys',
+  USAGE,
+  () => main(process.argv.slice(2)),
+  (err) => {
     const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : '';
-    process.stderr.write(`keys: ${err instanceof Error ? err.message.split('\n')[0]! : String(err)}${cause}\n`);
-    process.exit(1);
+    return `${err instanceof Error ? err.message.split('\n')[0]! : String(err)}${cause}`;
   },
 );

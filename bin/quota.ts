@@ -18,7 +18,6 @@
  * goes to stderr); 1 the call failed (one line on stderr, e.g. `quota: NOT_FOUND: no quota for
  * this subject`); 2 bad usage or configuration.
  */
-import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import type { GenEnum } from '@bufbuild/protobuf/codegenv2';
@@ -38,18 +37,11 @@ import {
   type Quota,
 } from '../proto/gen/quota/v1/quota_pb.js';
 import { duration, loadConfig } from '../shared/config.js';
-import { isCodedError } from '../shared/errors.js';
+import { parseCommandLine, runCli, UsageError } from './cli.js';
 import { quotaCliConfig } from './config.js';
 import { GRPC_ERROR_FIELD_KEY, grpcClientConstructor, unaryCall, type GrpcClient } from '../shared/grpc.js';
 import { enumFromJson, enumJsonNames, enumToJson, toJson } from '../shared/proto-json.js';
 import { apiKeySubject } from '../limiter/control-plane/subject.js';
-
-/**
- * Bad arguments: caught by the handler at the bottom of this file, which prints the usage and exits
- * 2. Deliberately not a `CodedError` with a registry code: it never leaves this process's own
- * `main`, reaches no wire and no other module, so there is nothing for a caller to narrow on.
- */
-class UsageError extends Error {}
 
 const USAGE = `usage: npm run quota -- <put|get|delete|list> [flags]
   put     (--key K | --subject S) --rate N [--burst N] [--algorithm A] [--unit U | --interval D]
@@ -79,17 +71,14 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-type Flags = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+type Flags = ReturnType<typeof parseCommandLine<typeof OPTIONS>>['values'];
+
+/** Where the CLI was told to reach the control plane, for the UNAVAILABLE message. */
+let controlPlaneUrl = '127.0.0.1:50051';
 type Client = GrpcClient<typeof QuotaAdminService>;
 
 async function main(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  const { values: flags, positionals } = parsed;
+  const { values: flags, positionals } = parseCommandLine(argv, OPTIONS);
   if (flags.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;
@@ -99,6 +88,7 @@ async function main(argv: string[]): Promise<number> {
   if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`);
 
   const config = loadConfig(quotaCliConfig);
+  controlPlaneUrl = config.CONTROL_PLANE_GRPC_URL;
   const metadata = new grpc.Metadata();
   if (config.ADMIN_TOKEN) metadata.set('authorization', `Bearer ${config.ADMIN_TOKEN}`);
   const Client = grpcClientConstructor(QuotaAdminService);
@@ -305,7 +295,7 @@ function describe(err: unknown): string {
   if (typeof e.code === 'number') {
     const name = grpc.status[e.code] ?? String(e.code);
     if (e.code === grpc.status.UNAVAILABLE && !e.metadata?.get('error-code').length) {
-      return `UNAVAILABLE: cannot reach the control plane at ${process.env.CONTROL_PLANE_GRPC_URL || '127.0.0.1:50051'} (${e.details ?? 'no details'})`;
+      return `UNAVAILABLE: cannot reach the control plane at ${controlPlaneUrl} (${e.details ?? 'no details'})`;
     }
     const field = e.metadata?.get(GRPC_ERROR_FIELD_KEY)[0];
     const details = (e.details ?? '').split('\n')[0] ?? '';
@@ -314,18 +304,4 @@ function describe(err: unknown): string {
   return err instanceof Error ? err.message.split('\n')[0]! : String(err);
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    if (err instanceof UsageError) {
-      process.stderr.write(`quota: ${err.message}\n${USAGE}\n`);
-      process.exit(2);
-    }
-    if (isCodedError(err) && err.code === 'config_variable_invalid') {
-      process.stderr.write(`quota: ${err.message}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`quota: ${describe(err)}\n`);
-    process.exit(1);
-  },
-);
+runCli('quota', USAGE, () => main(process.argv.slice(2)), describe);

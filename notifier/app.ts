@@ -68,6 +68,18 @@ const BACKPRESSURE_SAMPLE_MS = 500;
 export async function startNotifier(config: NotifierConfig, log: Logger, deps: NotifierDeps = {}): Promise<Notifier> {
   const clock = deps.clock ?? systemClock;
   const registry = createRegistry('notifier');
+
+  // 1. The database.
+  const pool = await openDatabase({
+    name: 'notifier',
+    dir: 'notifier',
+    databaseUrl: config.DATABASE_URL,
+    poolMax: config.DATABASE_POOL_MAX,
+    log,
+  });
+
+  // 2. The domain: who is calling, tracking links, metrics, pg-boss and its queues, the channels,
+  // the workers (built, not yet running).
   const caller = createCallerResolver({
     serviceSecret: config.SERVICE_SECRET,
     serviceRoles: config.NOTIFIER_SERVICE_ROLES,
@@ -86,22 +98,6 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     log.warn('NOTIFIER_TRACKING_SECRET is unset: open-pixel links are signed with a per-process key and stop counting after a restart');
   }
 
-  // 1. The database.
-  let pool: Pool;
-  try {
-    pool = await openDatabase({
-      name: 'notifier',
-      dir: 'notifier',
-      databaseUrl: config.DATABASE_URL,
-      poolMax: config.DATABASE_POOL_MAX,
-      log,
-    });
-  } catch (err) {
-    caller.close();
-    throw err;
-  }
-
-  // 2. The domain: metrics, pg-boss and its queues, the channels, the workers (built, not yet running).
   const metrics = createNotifierMetrics(registry, { clock, log, dlqDepth: () => dlqDepth(pool) });
   const runners = new Map<string, Pick<QueueRunner, 'wake' | 'start' | 'stop'>>();
   const wake = (queue: string): void => runners.get(queue)?.wake();

@@ -22,7 +22,6 @@ import { createVerifier } from '../../shared/jwt/index.js';
 import type { Logger } from '../../shared/log.js';
 import type { Started } from '../../shared/main.js';
 import { createRegistry } from '../../shared/metrics.js';
-import type { Pool } from '../../shared/db.js';
 import { openDatabase, postgresCheck, requireDatabaseUrl } from '../../shared/pg-service.js';
 import { startHttpService, type HttpService } from '../../shared/service.js';
 import { QuotaAdmin } from './admin.js';
@@ -61,8 +60,19 @@ export interface ControlPlane extends Started {
 
 export async function startControlPlane(config: ControlPlaneConfig, log: Logger, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
   const clock = deps.clock ?? systemClock;
+
+  // 1. The database.
+  const pool = await openDatabase({
+    name: 'control-plane',
+    dir: 'limiter/control-plane',
+    databaseUrl: config.DATABASE_URL,
+    poolMax: config.DATABASE_POOL_MAX,
+    log,
+  });
   const registry = createRegistry('control-plane');
   const metrics = createControlPlaneMetrics(registry);
+  // 2. The domain: who may call, the durable store, its in-memory mirror, the sync and admin
+  // services, presence.
   const auth = new Authenticator({
     adminToken: config.ADMIN_TOKEN,
     syncToken: config.CONTROL_PLANE_SYNC_TOKEN,
@@ -80,22 +90,6 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
 
   const replica = randomUUID().slice(0, 8);
 
-  // 1. The database.
-  let pool: Pool;
-  try {
-    pool = await openDatabase({
-      name: 'control-plane',
-      dir: 'limiter/control-plane',
-      databaseUrl: config.DATABASE_URL,
-      poolMax: config.DATABASE_POOL_MAX,
-      log,
-    });
-  } catch (err) {
-    auth.close();
-    throw err;
-  }
-
-  // 2. The domain: the durable store, its in-memory mirror, the sync and admin services, presence.
   const store = new QuotaStore(pool, { changelogKeep: config.CONTROL_PLANE_CHANGELOG_KEEP });
   const table = new QuotaTable(config.CONTROL_PLANE_CHANGELOG_KEEP);
   const mirror = new QuotaMirror({

@@ -16,7 +16,11 @@ t.test('a child that crashes is restarted with growing backoff until it stays up
   const delays: number[] = [];
   sup.on('restart', (_name, delay) => delays.push(delay));
   sup.add({ name: 'crashy', command: process.execPath, args: [child, counter, '3'] });
-  await waitFor(() => readFileSync(counter, 'utf8') === '4' && sup.pid('crashy') !== undefined, { timeoutMs: 5000 });
+  // Four node processes start one after another: generous under a loaded CI machine.
+  await waitFor(() => readFileSync(counter, 'utf8') === '4' && sup.pid('crashy') !== undefined, {
+    timeoutMs: 30_000,
+    what: 'the fourth start',
+  });
   t.equal(sup.restarts('crashy'), 3, 'restarted after each of the three crashes');
   t.same(delays, [20, 40, 80], 'backoff doubles');
 });
