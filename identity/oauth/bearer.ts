@@ -12,16 +12,25 @@ import type { OAuthRuntime } from './runtime.js';
 
 export const BEARER_CHALLENGE = 'Bearer realm="identity"';
 
-/** The bearer token of the request; 401 `credentials_required` when there is none. */
+/**
+ * The bearer token of the request. No Authorization header: 401 `credentials_required` with the
+ * bare challenge (RFC 6750 §3.1: no error code when the request carries no credentials). One that
+ * is not `Bearer <token68>`: 401 `invalid_token` with `error="invalid_request"`, so that every 401
+ * after presented credentials names its error.
+ */
 export function bearerToken(ctx: RequestContext): string {
   const auth = ctx.headers['authorization'] ?? '';
   const m = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i.exec(auth);
-  if (!m)
+  if (m) return m[1]!;
+  if (auth.trim() === '')
     throw new PlatformError('credentials_required', {
       detail: 'send an access token as Authorization: Bearer',
       headers: { 'www-authenticate': BEARER_CHALLENGE },
     });
-  return m[1]!;
+  throw new PlatformError('invalid_token', {
+    detail: 'the Authorization header must be "Bearer <access token>"',
+    headers: { 'www-authenticate': 'Bearer realm="identity", error="invalid_request"' },
+  });
 }
 
 function revoked(): PlatformError {

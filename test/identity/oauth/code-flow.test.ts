@@ -123,34 +123,44 @@ t.test('authorization code + PKCE with openid-client: tokens, refresh, userinfo,
   });
 });
 
-t.test('a userinfo request with an id token, no token, or a garbage token is refused with a Bearer challenge', async (t) => {
-  const srv = await startOAuthServer(t, 'oauth_userinfo');
-  await srv.publicClient('web-app', [REDIRECT]);
-  await srv.user('u1', 'u1@example.com', PASSWORD);
-  const config = await client.discovery(new URL(srv.issuer), 'web-app', { redirect_uris: [REDIRECT] }, client.None(), {
-    execute: [client.allowInsecureRequests],
-  });
-  const verifier = client.randomPKCECodeVerifier();
-  const url = client.buildAuthorizationUrl(config, {
-    redirect_uri: REDIRECT,
-    scope: 'openid',
-    code_challenge: await client.calculatePKCECodeChallenge(verifier),
-    code_challenge_method: 'S256',
-  });
-  const cb = await browserSignIn(url, 'u1@example.com', PASSWORD);
-  const tokens = await client.authorizationCodeGrant(config, new URL(cb.location!), { pkceCodeVerifier: verifier });
+t.test(
+  'a userinfo request with an id token, no token, a garbage or malformed token is refused with a Bearer challenge that names its error',
+  async (t) => {
+    const srv = await startOAuthServer(t, 'oauth_userinfo');
+    await srv.publicClient('web-app', [REDIRECT]);
+    await srv.user('u1', 'u1@example.com', PASSWORD);
+    const config = await client.discovery(new URL(srv.issuer), 'web-app', { redirect_uris: [REDIRECT] }, client.None(), {
+      execute: [client.allowInsecureRequests],
+    });
+    const verifier = client.randomPKCECodeVerifier();
+    const url = client.buildAuthorizationUrl(config, {
+      redirect_uri: REDIRECT,
+      scope: 'openid',
+      code_challenge: await client.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    });
+    const cb = await browserSignIn(url, 'u1@example.com', PASSWORD);
+    const tokens = await client.authorizationCodeGrant(config, new URL(cb.location!), { pkceCodeVerifier: verifier });
 
-  for (const [name, auth, status] of [
-    ['none', undefined, 401],
-    ['garbage', 'Bearer abc.def.ghi', 401],
-    ['id token', `Bearer ${tokens.id_token}`, 401],
-  ] as const) {
-    const res = await fetch(`${srv.issuer}/userinfo`, { headers: auth ? { authorization: auth } : {} });
-    t.equal(res.status, status, `${name}: ${status}`);
-    t.match(res.headers.get('www-authenticate'), /^Bearer/, `${name}: Bearer challenge`);
-    t.match(res.headers.get('content-type'), /problem\+json/, `${name}: problem+json`);
-  }
-});
+    for (const [name, auth, status, error] of [
+      ['none', undefined, 401, undefined],
+      ['garbage', 'Bearer abc.def.ghi', 401, 'invalid_token'],
+      ['id token', `Bearer ${tokens.id_token}`, 401, 'invalid_token'],
+      ['another scheme', 'Basic dTE6cA==', 401, 'invalid_request'],
+      ['a malformed bearer', 'Bearer two words', 401, 'invalid_request'],
+      ['an empty bearer', 'Bearer ', 401, 'invalid_request'],
+    ] as const) {
+      const res = await fetch(`${srv.issuer}/userinfo`, { headers: auth ? { authorization: auth } : {} });
+      t.equal(res.status, status, `${name}: ${status}`);
+      const challenge = res.headers.get('www-authenticate') ?? '';
+      t.match(challenge, /^Bearer/, `${name}: Bearer challenge`);
+      // RFC 6750 §3.1: an error code after presented credentials, none when there were none.
+      if (error === undefined) t.notMatch(challenge, /error=/, `${name}: no error code`);
+      else t.match(challenge, new RegExp(`error="${error}"`), `${name}: error="${error}"`);
+      t.match(res.headers.get('content-type'), /problem\+json/, `${name}: problem+json`);
+    }
+  },
+);
 
 t.test('reuse of an authorization code revokes the tokens it issued and records an alert', async (t) => {
   const srv = await startOAuthServer(t, 'oauth_code_reuse');
