@@ -67,15 +67,25 @@ export async function consumeBatch(
 
   const ctx = projectionContext(generation, opts.now, opts.log);
   let deadLettered = 0;
-  if (batch.events.length > 0) {
+  // A payload that is not an object (JSON null, say) cannot be projected: dead-letter it at once,
+  // log and count it, and go on with the rest.
+  const events: RecordedEvent[] = [];
+  for (const event of batch.events) {
+    if (!event.malformed) events.push(event);
+    else {
+      await deadLetter(client, projector, event, generation, 1, 'the stored payload is not a JSON object', opts);
+      deadLettered++;
+    }
+  }
+  if (events.length > 0) {
     await client.query('SAVEPOINT projector_batch');
     try {
-      await projector.apply(client, batch.events, ctx);
+      await projector.apply(client, events, ctx);
       await client.query('RELEASE SAVEPOINT projector_batch');
     } catch (err) {
       await client.query('ROLLBACK TO SAVEPOINT projector_batch');
       if (!isPoisonError(err)) throw err;
-      for (const event of batch.events) {
+      for (const event of events) {
         if (!(await applyOne(client, projector, event, ctx, generation, opts))) deadLettered++;
       }
     }
@@ -118,14 +128,35 @@ async function applyOne(
     }
   }
   const message = lastError instanceof Error ? lastError.message : String(lastError);
+  await deadLetter(client, projector, event, generation, opts.maxAttempts, message, opts, lastError);
+  return false;
+}
+
+/** Records a dead letter, logs it as an error and counts it. */
+async function deadLetter(
+  client: pg.PoolClient,
+  projector: Projector,
+  event: RecordedEvent,
+  generation: number,
+  attempts: number,
+  message: string,
+  opts: BatchOptions,
+  err?: unknown,
+): Promise<void> {
   await client.query({
     ...DEAD_LETTER,
-    values: [projector.name, generation, event.position, event.eventId, event.type, opts.maxAttempts, message.slice(0, 2000)],
+    values: [projector.name, generation, event.position, event.eventId, event.type, attempts, message.slice(0, 2000)],
   });
   opts.log.error(
-    { err: lastError, projector: projector.name, generation, position: event.position, event_id: event.eventId, event_type: event.type },
+    {
+      err: err ?? message,
+      projector: projector.name,
+      generation,
+      position: event.position,
+      event_id: event.eventId,
+      event_type: event.type,
+    },
     'projector failed on an event; dead-lettered it and continued',
   );
   if (opts.metrics) opts.metrics.deadLettered.inc({ projector: projector.name });
-  return false;
 }

@@ -32,6 +32,11 @@ export interface RecordedEvent {
   readonly metadata: JsonRecord;
   /** When it was recorded (its transaction's start), epoch ms. */
   readonly recordedAt: number;
+  /**
+   * The stored payload was not a JSON object (JSON null, an array, a scalar): `data` is then `{}`
+   * and readers must not trust it; the projection consumer dead-letters such an event.
+   */
+  readonly malformed?: true;
 }
 
 /** Where a reader of the whole log is: the (tx, position) of the last event it passed. */
@@ -176,14 +181,21 @@ export class EventStore {
     const { rows } = await (opts.client ?? this.pool).query<EventRow>({ ...READ_ALL, values: [after.tx, after.position, limit, types] });
     const last = rows[rows.length - 1];
     const events: RecordedEvent[] = [];
-    for (const r of rows) if (r.data !== null) events.push(toRecorded(r));
+    // Rows of other types come without their payload; `wanted` tells them from a stored JSON null.
+    for (const r of rows) if (r.wanted) events.push(toRecorded(r));
     return { events, next: last ? { tx: last.tx, position: Number(last.position) } : after, scanned: rows.length };
   }
 }
 
+function isObject(v: unknown): v is JsonRecord {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 function toRecorded(r: EventRow): RecordedEvent {
-  const { schemaVersion, data } = upcast(r.event_type, r.schema_version, r.data ?? {});
+  const stored = isObject(r.data) ? r.data : undefined;
+  const { schemaVersion, data } = stored ? upcast(r.event_type, r.schema_version, stored) : { schemaVersion: r.schema_version, data: {} };
   return {
+    ...(stored ? {} : { malformed: true as const }),
     position: Number(r.position),
     tx: r.tx,
     streamId: r.stream_id,

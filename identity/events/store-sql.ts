@@ -57,6 +57,7 @@ export const READ_STREAM = {
 export const READ_ALL = {
   name: 'events_read_all',
   text: `SELECT position, tx::text AS tx, stream_id, stream_version, event_type, schema_version, event_id,
+  ($4::text[] IS NULL OR event_type = ANY ($4::text[])) AS wanted,
   CASE WHEN $4::text[] IS NULL OR event_type = ANY ($4::text[]) THEN data END AS data,
   CASE WHEN $4::text[] IS NULL OR event_type = ANY ($4::text[]) THEN metadata END AS metadata,
   (extract(epoch FROM recorded_at) * 1000)::float8 AS recorded_ms
@@ -82,7 +83,10 @@ export interface EventRow {
   event_type: string;
   schema_version: number;
   event_id: string;
-  data: Record<string, unknown> | null;
+  /** The payload as stored: an object for every event written through the codec, but a row written by other means may hold anything (JSON null). */
+  data: unknown;
   metadata: Record<string, unknown> | null;
   recorded_ms: number;
+  /** READ_ALL only: the row's type was asked for, so `data` is its payload (not a NULL left out). */
+  wanted?: boolean;
 }

@@ -101,3 +101,36 @@ t.test('an infrastructure error is never dead-lettered: the batch is retried lat
   await runner.drain();
   t.match(await read.order('d'), { total: 40 });
 });
+
+t.test('an event whose stored payload is not an object (JSON null, an array) is dead-lettered at once, logged and counted', async (t) => {
+  const { log, lines } = captureLogger();
+  const registry = createRegistry('dl-null', { defaults: false });
+  const metrics = createEventMetrics(registry);
+  const runner = testRunner(pool, store, [orderSearchProjector], { clock, log, metrics, maxAttempts: 3 });
+  await runner.ensure();
+  // Written around the codec, as a faulty migration or a manual fix could: the table only says jsonb.
+  for (const [stream, payload] of [
+    ['order-null', 'null'],
+    ['order-array', '[1, 2]'],
+  ] as const) {
+    await pool.query(
+      `INSERT INTO events (stream_id, stream_version, event_type, schema_version, event_id, data)
+       VALUES ($1, 1, 'OrderPlaced', 1, gen_random_uuid(), $2::jsonb)`,
+      [stream, payload],
+    );
+  }
+  await store.append('order-after-null', 0, [placed('after-null', 40)]);
+  await runner.drain();
+  t.match(await read.order('after-null'), { total: 40 }, 'the next event is projected');
+  const letters = (await listDeadLetters(pool, { status: 'open' })).filter((l) => l.error === 'the stored payload is not a JSON object');
+  t.equal(letters.length, 2, 'both dead-lettered, not skipped');
+  t.ok(
+    letters.every((l) => l.attempts === 1 && l.eventType === 'OrderPlaced'),
+    'at once, without retries',
+  );
+  t.ok(
+    lines.some((l) => (JSON.parse(l) as Record<string, unknown>).msg === 'projector failed on an event; dead-lettered it and continued'),
+    'logged',
+  );
+  t.match(await registry.metrics(), /identity_projection_dead_letters_total\{projector="order_search"[^}]*\} 2\n/, 'counted');
+});
