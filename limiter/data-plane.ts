@@ -229,9 +229,15 @@ class Pending {
 
   abort(): void {
     this.aborted = true;
+    if (this.body instanceof RequestBodyStream) this.body.detach();
     this.exchange?.abort();
     if (this.body instanceof RequestBodyStream) this.body.destroy();
     this.onDone();
+  }
+
+  /** The response is about to end: resume a paused request body while the response still exists. */
+  onFinishing(): void {
+    if (this.body instanceof RequestBodyStream) this.body.release();
   }
 
   onUpstreamError(err: Error): void {
@@ -243,7 +249,8 @@ class Pending {
     if (this.completed) return;
     this.completed = true;
     if (this.body instanceof RequestBodyStream) {
-      this.body.release();
+      // Released (resumed) already, before the response ended, where it was still allowed.
+      this.body.detach();
       if (!this.body.readableEnded) this.body.destroy();
     }
     this.plane.finish();
@@ -622,6 +629,7 @@ export class DataPlane {
   refuse(p: Pending, code: ErrorCode, detail: string, headers: readonly string[]): void {
     if (p.responded || p.aborted) return;
     p.responded = true;
+    p.onFinishing();
     writeProblem(p.res, code, detail, headers);
     p.onDone();
   }

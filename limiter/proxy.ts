@@ -99,6 +99,12 @@ export function dropRequestHeader(lowerName: string): boolean {
 export interface ProxyHooks {
   /** Called once when the exchange ends for any reason (metrics, in-flight accounting). */
   onDone(status: number): void;
+  /**
+   * Called right before a write that may finish the uWS response, or before the connection is
+   * closed: the last moment the response may be touched for the request's sake (a paused request
+   * body is resumed here; after the response ends, uWS throws on any access).
+   */
+  onFinishing(): void;
   /** Called with the upstream's error before it is answered as 502/504 (for the debug log). */
   onUpstreamError(err: Error): void;
 }
@@ -236,6 +242,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private connectionListed: Set<string> | null = null;
   private pending: Buffer | null = null;
   private pendingOffset = 0;
+  /** Body bytes received from the upstream so far (a response of known length ends with the one that reaches `total`). */
+  private received = 0;
 
   constructor(
     private readonly res: HttpResponse,
@@ -260,6 +268,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
    */
   failRequest(code: ErrorCode, detail: string): void {
     if (this.aborted || this.finished) return;
+    this.hooks.onFinishing();
     if (this.headWritten) {
       this.res.close();
       this.done(this.status || 400);
@@ -353,6 +362,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   onData(chunk: Buffer): boolean {
     if (this.aborted) return false;
     if (this.total === -2) return true;
+    this.received += chunk.length;
+    if (this.total >= 0 && this.received >= this.total) this.hooks.onFinishing();
     const res = this.res;
     const offset = res.getWriteOffset();
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the cork callback's argument
@@ -396,6 +407,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onComplete(): void {
     if (this.aborted || this.finished) return;
+    this.hooks.onFinishing();
     if (this.total > 0) {
       // Content-Length promised more than the upstream sent: the response cannot be completed.
       if (this.headWritten) this.res.close();
@@ -411,6 +423,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onError(err: Error): void {
     if (this.aborted || this.finished) return;
+    this.hooks.onFinishing();
     if (this.headWritten) {
       this.res.close();
       this.done(this.status || 502);
@@ -452,12 +465,20 @@ export class RequestBodyStream extends Readable {
       this.res.resume();
     }
   }
-  /** Before the response ends: a keep-alive connection must not stay paused for the next request. */
+  /**
+   * Before the response ends (ProxyHooks.onFinishing): a keep-alive connection must not stay
+   * paused for the next request. From then on the uWS response is not touched.
+   */
   release(): void {
     if (this.paused && !this.resClosed) {
       this.paused = false;
       this.res.resume();
     }
+    this.resClosed = true;
+  }
+
+  /** The uWS response is gone (finished or aborted): never touch it again, not even to resume. */
+  detach(): void {
     this.resClosed = true;
   }
   /** Pushes a copy of a uWS chunk (uWS reuses its buffer after the callback returns). */
