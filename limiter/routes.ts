@@ -247,11 +247,8 @@ export class RouteTable {
 
   /** The user of the longest ownership rule covering `path`, or undefined. */
   ownerOf(path: string): string | undefined {
-    for (const o of this.owners) {
-      const id = idUnder(path, o);
-      if (id !== undefined) return id;
-    }
-    return undefined;
+    // `owners` is sorted longest first.
+    return this.ownersOf(path)[0];
   }
 
   /** Like `match`, but a missing route is a typed error. */

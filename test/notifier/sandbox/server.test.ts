@@ -3,10 +3,10 @@
  * SMTP over a raw socket, and its own /sandbox API. In-process on port 0.
  */
 import t from 'tap';
+import { smtpConnect } from './smtp-client.js';
 import { createRegistry } from '../../../shared/metrics.js';
 import { waitFor } from '../../harness/wait.js';
 import { getGlobalDispatcher } from 'undici';
-import { connect } from 'node:net';
 import { startSandbox, type Sandbox } from '../../../notifier/sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 
@@ -213,35 +213,10 @@ t.test('latency is added to every answer; a timeout holds the request until the 
  * and waits for its one reply. Returns the greeting and every reply.
  */
 async function smtpSession(port: number, units: string[]): Promise<string[]> {
-  const socket = connect(port, '127.0.0.1');
-  socket.setEncoding('utf8');
-  let buf = '';
-  const replies: string[] = [];
-  let wake: (() => void) | undefined;
-  socket.on('data', (d: string) => {
-    buf += d;
-    // A reply is any "NNN-" lines followed by one "NNN " (or bare "NNN") line.
-    let m: RegExpExecArray | null;
-    while ((m = /^((?:\d{3}-[^\n]*\n)*\d{3}(?: [^\n]*)?\r?\n)/.exec(buf))) {
-      replies.push(m[1]!.trim());
-      buf = buf.slice(m[1]!.length);
-      wake?.();
-    }
-  });
-  const replyCount = (n: number) =>
-    new Promise<void>((resolve) => {
-      const check = (): void => {
-        if (replies.length >= n) resolve();
-        else wake = check;
-      };
-      check();
-    });
-  await replyCount(1);
-  for (const unit of units) {
-    socket.write(unit + '\r\n');
-    await replyCount(replies.length + 1);
-  }
-  socket.end();
+  const c = await smtpConnect(port);
+  const replies = [c.greeting];
+  for (const unit of units) replies.push(await c.send(unit));
+  c.end();
   return replies;
 }
 
