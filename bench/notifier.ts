@@ -10,23 +10,47 @@
  *       to the last message the sandbox accepted;
  *   (d) transactional latency, from the 202 to the provider receiving the push, at a fixed rate,
  *       while 100,000 low-tier notifications drain through the same notifier;
- *   (e) the ceiling: raw pg-boss send, and fetch + complete, on the same machine and database.
+ *   (e) the ceiling: raw pg-boss send, and fetch + complete, on the same machine and database;
+ *   (p) the policies (issue 13), off and on side by side in one run (`--policies off,on`, in that
+ *       order): ingestion as in (a), and delivery as in (c) at the tuned settings but at `normal`
+ *       (where caps and quiet hours apply) on push and e-mail, then at `high` on push, e-mail and
+ *       SMS as (c) (no caps there; quiet hours with NOTIFIER_QUIET_HOURS_TIERS=normal,high when
+ *       on). "on" runs the notifier with a
+ *       catalogue (NOTIFIER_NOTIFICATION_TYPES) whose `bench_policy` type takes `bench.*` and caps
+ *       push and e-mail far above what the run sends, and its recipients have a time zone and
+ *       preferences (in-app off for the type, quiet hours that do not cover the run), so every
+ *       send is checked and counted and none is held; "off" is the same traffic with the default
+ *       catalogue to recipients without preferences.
  *
  *   npx tsc -b && node dist/bench/notifier.js [--duration 10] [--connections 50]
  *     [--deliveries 3000] [--low 100000] [--tx-rate 20] [--tx-seconds 15] [--raw 10000]
- *     [--scenario a,b,c,d,e] [--profile] [--no-write]
+ *     [--policy-deliveries 10000] [--policies off,on] [--scenario a,b,c,d,e] [--profile]
+ *     [--wait-load 1.0] [--build <checkout>] [--json <file>] [--no-write]
  *
- * Short runs: the machine is shared. Writes the "## Notifier (issue 7)" section of bench/RESULTS.md.
+ *   node dist/bench/notifier.js --compare <older checkout, built> [--rounds 3] [--wait-load 1.0] [--resume]
+ *
+ * `--build` starts the notifier, sandbox and sidecar of another built checkout (an older commit),
+ * with this script's traffic. `--compare` runs builds against each other, alternating: per round
+ * the older checkout's own script (a, c), this one (a, c), this script against the older build
+ * (p, off only: it knows no catalogue nor preferences), this one (p, off and on, the order swapped
+ * every other round); each run starts once the 1-minute load average is below `--wait-load` (at
+ * most 10 minutes' wait). It writes the "## Notifier policies (issue 13)" section.
+ *
+ * Short runs: the machine is shared. A plain run writes the "## Notifier (issue 7)" section of
+ * bench/RESULTS.md (not with (p), nor with `--build`).
  */
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { mkdirSync, writeFileSync, readFileSync, existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import PgBoss from 'pg-boss';
+import { parseQuietWindow, quietHoursRelease } from '../notifier/policy/quiet-hours.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { LatencyHistogram } from './lib/latency-histogram.js';
 import { freePort, spawnPinned, stopAll, waitForHttp, type Started } from './lib/processes.js';
@@ -44,9 +68,18 @@ const { values: argv } = parseArgs({
     scenario: { type: 'string', default: 'a,b,c,d,e' },
     'no-write': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
-    concurrency: { type: 'string', default: 'transactional=32,high=160,normal=32,low=16' },
+    // normal at 160 too since issue 13: (p) delivers at normal.
+    concurrency: { type: 'string', default: 'transactional=32,high=160,normal=160,low=16' },
     'smtp-pool': { type: 'string', default: '128' },
     'pool-max': { type: 'string', default: '10' },
+    'policy-deliveries': { type: 'string', default: '10000' },
+    policies: { type: 'string', default: 'off,on' },
+    'wait-load': { type: 'string', default: '' },
+    build: { type: 'string', default: PROJECT_ROOT },
+    json: { type: 'string', default: '' },
+    compare: { type: 'string', default: '' },
+    rounds: { type: 'string', default: '3' },
+    resume: { type: 'boolean', default: false },
   },
 });
 const DURATION = Number(argv.duration);
@@ -57,6 +90,13 @@ const TX_RATE = Number(argv['tx-rate']);
 const TX_SECONDS = Number(argv['tx-seconds']);
 const RAW = Number(argv.raw);
 const RUN = new Set(argv.scenario.split(',').map((s) => s.trim()));
+const POLICY_DELIVERIES = Number(argv['policy-deliveries']);
+const POLICIES = argv.policies.split(',').map((s) => s.trim());
+if (POLICIES.some((v) => v !== 'off' && v !== 'on')) throw new Error('--policies: a list of off and on');
+const WAIT_LOAD = argv['wait-load'] === '' ? undefined : Number(argv['wait-load']);
+/** The checkout whose dist/ is started (this one unless --build). */
+const BUILD = resolve(argv.build);
+const ROUNDS = Number(argv.rounds);
 
 const SCRATCH = join(PROJECT_ROOT, 'bench/.scratch/notifier');
 mkdirSync(SCRATCH, { recursive: true });
@@ -65,6 +105,98 @@ const API_KEY = randomBytes(16).toString('hex');
 const SERVICE = { 'x-subject': 'key:' + 'c'.repeat(64), 'x-subject-role': 'service', 'x-subject-secret': SECRET };
 const ADMIN = { ...SERVICE, 'x-subject': 'user:bench', 'x-subject-role': 'admin' };
 const USERS = 50;
+
+/**
+ * (p)'s catalogue: `bench_policy` takes every `bench.*` event, with caps on push and e-mail that
+ * the run cannot reach (the parser's largest limit), so every send is counted and none capped.
+ */
+const POLICY_TYPES = JSON.stringify({
+  bench_policy: {
+    events: ['bench.*'],
+    channels: ['push', 'email'],
+    caps: { push: { limit: 100_000, window: '1h' }, email: { limit: 100_000, window: '1h' } },
+  },
+  security_alerts: { events: ['security.*', 'auth.*', 'account.*'], channels: ['push', 'email'], mandatory: true },
+  general: { events: ['*'], channels: ['push'] },
+});
+const POLICY_ENV = { NOTIFIER_NOTIFICATION_TYPES: POLICY_TYPES };
+/** (p)'s recipients with policies on: p0…p49, in this zone. */
+const POLICY_ZONE = 'America/New_York';
+
+/** Quiet hours in `zone` from 3 h to 5 h after now on its wall clock: evaluated on every send, holding none during a run. */
+function quietHoursAwayFromNow(nowMs: number, zone: string): { start: string; end: string } {
+  const parts = new Intl.DateTimeFormat('en-GB', { timeZone: zone, hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).formatToParts(
+    new Date(nowMs),
+  );
+  const at = (type: string): number => Number(parts.find((p) => p.type === type)?.value);
+  const local = at('hour') * 60 + at('minute');
+  const hhmm = (min: number): string => {
+    const m = ((min % 1440) + 1440) % 1440;
+    return `${String(Math.floor(m / 60)).padStart(2, '0')}:${String(m % 60).padStart(2, '0')}`;
+  };
+  const w = { start: hhmm(local + 180), end: hhmm(local + 300) };
+  const parsed = parseQuietWindow(w.start, w.end);
+  // The notifier's own judgement: outside now and for the next two hours.
+  for (const t of [nowMs, nowMs + 7_200_000]) {
+    if (!parsed || quietHoursRelease(t, zone, parsed) !== undefined) throw new Error(`quiet hours ${w.start}–${w.end} cover the run`);
+  }
+  return w;
+}
+
+/** Waits (every 10 s, at most 10 minutes) until the 1-minute load average is below `limit`; the load when it goes on. */
+async function waitForQuiet(limit: number | undefined, what: string): Promise<number> {
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const load = loadavg()[0]!;
+    if (limit === undefined || load < limit) return load;
+    if (Date.now() >= deadline) {
+      process.stderr.write(`load ${load.toFixed(2)} still ≥ ${limit} after 10 minutes: ${what} goes on (recorded)\n`);
+      return load;
+    }
+    process.stderr.write(`waiting for the load (${load.toFixed(2)}) to fall below ${limit} before ${what}\n`);
+    await sleep(10_000);
+  }
+}
+
+/** CPU seconds (user + system) of the processes that do the work, read from /proc. */
+interface Cpu {
+  notifier: number;
+  postgres: number;
+  sandbox: number;
+}
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
+
+/** A process's CPU seconds, its reaped children's included (so PostgreSQL's exited backends stay counted). */
+function procCpu(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK;
+  } catch {
+    return 0;
+  }
+}
+
+/** Every PostgreSQL process on the machine (a backend's time moves to the postmaster's children when it exits). */
+function postgresCpu(): number {
+  let total = 0;
+  for (const e of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === 'postgres') total += procCpu(Number(e));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
+const cpuDelta = (a: Cpu, b: Cpu): Cpu => ({
+  notifier: b.notifier - a.notifier,
+  postgres: b.postgres - a.postgres,
+  sandbox: b.sandbox - a.sandbox,
+});
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -85,9 +217,13 @@ interface Ingest {
   total: number;
   errors: number;
   non202: number;
+  /** (p): CPU over the measured window. */
+  cpu?: Cpu;
+  /** (p): the 1-minute load average before and after. */
+  load?: [number, number];
 }
 
-function postLoad(url: string, headers: Record<string, string>): Promise<Ingest> {
+function postLoad(url: string, headers: Record<string, string>, recipients = 'u'): Promise<Ingest> {
   const hist = new LatencyHistogram();
   let non202 = 0;
   let i = 0;
@@ -106,7 +242,7 @@ function postLoad(url: string, headers: Record<string, string>): Promise<Ingest>
             client.setBody(
               JSON.stringify({
                 event_type: 'bench.ingest',
-                recipient_id: `u${i++ % USERS}`,
+                recipient_id: `${recipients}${i++ % USERS}`,
                 template_id: 'bench_v1',
                 template_data: { code: '123456' },
                 priority: 'normal',
@@ -160,13 +296,30 @@ function quantile(sorted: number[], q: number): number {
 interface DeliveryRun {
   rate: number;
   delivered: number;
+  expected: number;
   perChannel: string[];
   duplicates: number;
+  /** CPU from the first to the last send the sandbox saw, and the sends in that window (the rate's). */
+  cpu?: Cpu;
+  windowSends?: number;
+  /** (p) with policies on: sends counted against a cap, held, suppressed. */
+  policy?: { counted: number; held: number; suppressed: number };
+  load?: [number, number];
+}
+
+/** What a run measured, by key: ingestion `a`, `p-off`, `p-on`; delivery `c-default`, `c-tuned`, `p-off`, `p-on`, `ph-off`, `ph-on`. */
+interface Figures {
+  ingest: Record<string, Ingest>;
+  delivery: Record<string, DeliveryRun>;
+  /** (p): the quiet hours the recipients had. */
+  quietHours?: string;
 }
 
 const f0 = (x: number): string => (Number.isFinite(x) ? Math.round(x).toLocaleString('en') : 'n/a');
 
 async function main(): Promise<void> {
+  // (p) alone waits before each of its measurements instead.
+  if (!(RUN.has('p') && RUN.size === 1)) await waitForQuiet(WAIT_LOAD, 'the run');
   const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const dbName = `bench_notifier_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -189,7 +342,7 @@ async function main(): Promise<void> {
   const sandboxPort = await freePort();
   const smtpPort = await freePort();
   const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
-  const sandbox = spawnPinned('sandbox', process.execPath, [join(PROJECT_ROOT, 'dist/notifier/sandbox/main.js')], {
+  const sandbox = spawnPinned('sandbox', process.execPath, [join(BUILD, 'dist/notifier/sandbox/main.js')], {
     cpu: undefined,
     logFile: join(SCRATCH, 'sandbox.log'),
     env: {
@@ -222,14 +375,23 @@ async function main(): Promise<void> {
     const log = join(SCRATCH, `notifier-${++n}.log`);
     // --profile: the notifiers with workers run under --cpu-prof (profiles in bench/.scratch/notifier).
     const prof = argv.profile && workers ? ['--cpu-prof', '--cpu-prof-dir', SCRATCH] : [];
-    const p = spawnPinned(`notifier-${n}`, process.execPath, [...prof, join(PROJECT_ROOT, 'dist/notifier/main.js')], {
+    const p = spawnPinned(`notifier-${n}`, process.execPath, [...prof, join(BUILD, 'dist/notifier/main.js')], {
       cpu: undefined,
       logFile: log,
       env: notifierEnv(workers, extra),
     });
     await waitForHttp(p, `${base}/readyz`, log, 200);
+    // The profile files are named after the pid: which run each is.
+    if (prof.length > 0)
+      process.stderr.write(`profiling notifier-${n}, pid ${p.child.pid}, policies ${extra.NOTIFIER_NOTIFICATION_TYPES ? 'on' : 'off'}\n`);
     return p;
   };
+  const cpuNow = (notifier: Started): Cpu => ({
+    notifier: procCpu(notifier.child.pid),
+    postgres: postgresCpu(),
+    sandbox: procCpu(sandbox.child.pid),
+  });
+  const figures: Figures = { ingest: {}, delivery: {} };
   const purge = async (): Promise<void> => {
     await pool.query('TRUNCATE notifications, idempotency_keys, deliveries, dead_letters, inbox_items');
     await pool.query('DELETE FROM pgboss.job');
@@ -262,6 +424,7 @@ async function main(): Promise<void> {
     if (RUN.has('a')) {
       await postLoad(`${base}/api/v1/notifications`, SERVICE); // warm-up, discarded
       direct = await postLoad(`${base}/api/v1/notifications`, SERVICE);
+      figures.ingest['a'] = direct;
     }
 
     // ── (b) ingestion through the sidecar ───────────────────────────────────
@@ -279,7 +442,7 @@ async function main(): Promise<void> {
           quotas: [{ subject_id: keySubject, algorithm: 'token_bucket', rate: 10_000_000, burst: 10_000_000, interval_ms: 1000 }],
         }),
       );
-      const sidecar = spawnPinned('sidecar', process.execPath, [join(PROJECT_ROOT, 'dist/limiter/main.js')], {
+      const sidecar = spawnPinned('sidecar', process.execPath, [join(BUILD, 'dist/limiter/main.js')], {
         cpu: undefined,
         logFile: join(SCRATCH, 'sidecar.log'),
         env: {
@@ -362,35 +525,48 @@ async function main(): Promise<void> {
     // (--concurrency, --smtp-pool, --pool-max).
     const concurrency = argv.concurrency;
     const tuned = { NOTIFIER_CONCURRENCY: concurrency, SMTP_POOL_SIZE: argv['smtp-pool'], DATABASE_POOL_MAX: argv['pool-max'] };
-    const expected = DELIVERIES * 3;
     const deliveryRuns: { label: string; run: DeliveryRun }[] = [];
-    const deliver = async (extra: Record<string, string>): Promise<DeliveryRun> => {
+    /** Accepts `count` notifications (workers off), then a notifier with workers drains them to the sandbox. */
+    const deliver = async (o: {
+      worker: Record<string, string>;
+      api?: Record<string, string>;
+      count?: number;
+      priority?: 'high' | 'normal';
+      channels?: string[];
+      recipients?: string;
+    }): Promise<DeliveryRun> => {
+      const count = o.count ?? DELIVERIES;
+      const channels = o.channels ?? ['push', 'email', 'sms'];
+      const want = count * channels.length;
       await purge();
-      api = await startNotifier(false);
+      api = await startNotifier(false, o.api);
       let k = 0;
+      let refused: unknown;
       await Promise.all(
         Array.from({ length: 32 }, async () => {
-          while (k < DELIVERIES) {
+          while (k < count) {
             const i = k++;
-            await call(base, 'POST', '/api/v1/notifications', {
+            const r = await call(base, 'POST', '/api/v1/notifications', {
               event_type: 'bench.deliver',
-              recipient_id: `u${i % USERS}`,
+              recipient_id: `${o.recipients ?? 'u'}${i % USERS}`,
               template_id: 'bench_v1',
               template_data: { code: String(i) },
-              priority: 'high',
-              channels: ['push', 'email', 'sms'],
+              priority: o.priority ?? 'high',
+              channels,
             });
+            if (r.status !== 202) refused ??= { status: r.status, body: r.body };
           }
         }),
       );
       await api.stop();
-      const worker = await startNotifier(true, extra);
-      const seen: { t: number; total: number }[] = [];
+      if (refused !== undefined) throw new Error(`delivery: a notification was refused: ${JSON.stringify(refused)}`);
+      const worker = await startNotifier(true, o.worker);
+      const seen: { t: number; total: number; cpu: Cpu }[] = [];
       const deadline = Date.now() + 180_000;
       for (;;) {
         const r = (await (await fetch(`${sandboxUrl}/sandbox/messages?limit=1`)).json()) as { total: number };
-        seen.push({ t: Date.now(), total: r.total });
-        if (r.total >= expected || Date.now() > deadline) break;
+        seen.push({ t: Date.now(), total: r.total, cpu: cpuNow(worker) });
+        if (r.total >= want || Date.now() > deadline) break;
         await sleep(250);
       }
       const first = seen.find((s) => s.total > 0) ?? seen[0]!;
@@ -411,16 +587,112 @@ async function main(): Promise<void> {
       return {
         rate: (last.total - first.total) / Math.max(0.001, (last.t - first.t) / 1000),
         delivered: last.total,
+        expected: want,
         perChannel,
         duplicates: all.messages.length - keys.size,
+        cpu: cpuDelta(first.cpu, last.cpu),
+        windowSends: last.total - first.total,
       };
     };
     if (RUN.has('c')) {
-      deliveryRuns.push({ label: 'shipped defaults', run: await deliver({}) });
+      deliveryRuns.push({ label: 'shipped defaults', run: await deliver({ worker: {} }) });
       deliveryRuns.push({
         label: `\`NOTIFIER_CONCURRENCY=${concurrency}\`, \`SMTP_POOL_SIZE=${argv['smtp-pool']}\`, \`DATABASE_POOL_MAX=${argv['pool-max']}\``,
-        run: await deliver(tuned),
+        run: await deliver({ worker: tuned }),
       });
+      figures.delivery['c-default'] = deliveryRuns[0]!.run;
+      figures.delivery['c-tuned'] = deliveryRuns[1]!.run;
+    }
+
+    // ── (p) the policies, off and on, side by side ──────────────────────────
+    const policyRows: { label: string; ingest?: Ingest; run?: DeliveryRun }[] = [];
+    if (RUN.has('p')) {
+      // Recipients p0…p49 with a time zone and preferences, set through the API (which must know
+      // the catalogue); u0…u49 (no preferences) are the recipients with policies off.
+      let policyUsersReady = false;
+      const policyUsers = async (): Promise<void> => {
+        if (policyUsersReady) return;
+        policyUsersReady = true;
+        const quiet = quietHoursAwayFromNow(Date.now(), POLICY_ZONE);
+        figures.quietHours = `${quiet.start}–${quiet.end} ${POLICY_ZONE}`;
+        const setup = await startNotifier(false, POLICY_ENV);
+        for (let i = 0; i < USERS; i++) {
+          const prof = await call(base, 'PUT', `/api/v1/users/p${i}/profile`, {
+            email: `p${i}@example.test`,
+            phone: `+1415556${String(i).padStart(4, '0')}`,
+            timezone: POLICY_ZONE,
+          });
+          if (prof.status !== 201 && prof.status !== 200) throw new Error(`profile: ${prof.status} ${JSON.stringify(prof.body)}`);
+          await call(base, 'POST', `/api/v1/users/p${i}/devices`, { token: `ptoken-${i}`, platform: 'android' });
+          const pref = await call(base, 'PATCH', `/api/v1/users/p${i}/preferences`, {
+            bench_policy: { in_app: false },
+            quiet_hours: quiet,
+          });
+          if (pref.status !== 200) throw new Error(`preferences: ${pref.status} ${JSON.stringify(pref.body)}`);
+        }
+        await setup.stop();
+      };
+      for (const v of POLICIES) {
+        const load0 = await waitForQuiet(WAIT_LOAD, `(p) ingestion, policies ${v}`);
+        if (v === 'on') await policyUsers();
+        await purge();
+        const ingest = await startNotifier(false, v === 'on' ? POLICY_ENV : {});
+        const recipients = v === 'on' ? 'p' : 'u';
+        await postLoad(`${base}/api/v1/notifications`, SERVICE, recipients); // warm-up, discarded
+        const cpu0 = cpuNow(ingest);
+        const m = await postLoad(`${base}/api/v1/notifications`, SERVICE, recipients);
+        m.cpu = cpuDelta(cpu0, cpuNow(ingest));
+        m.load = [load0, loadavg()[0]!];
+        await ingest.stop();
+        if (v === 'on') {
+          const { rows } = await pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM notifications WHERE notification_type <> 'bench_policy'`,
+          );
+          if (rows[0]!.n !== 0) throw new Error(`(p) ingestion: ${rows[0]!.n} notifications not classified bench_policy`);
+        }
+        figures.ingest[`p-${v}`] = m;
+      }
+      // Two shapes: `normal` (every policy: preferences, quiet hours, caps) on push + e-mail, and
+      // `high` on push + e-mail + SMS as (c) (preferences, and quiet hours with
+      // NOTIFIER_QUIET_HOURS_TIERS=normal,high; caps never apply at high).
+      const shapes = [
+        { key: 'p', priority: 'normal' as const, channels: ['push', 'email'], env: {} as Record<string, string> },
+        { key: 'ph', priority: 'high' as const, channels: ['push', 'email', 'sms'], env: { NOTIFIER_QUIET_HOURS_TIERS: 'normal,high' } },
+      ];
+      for (const shape of shapes) {
+        for (const v of POLICIES) {
+          const load0 = await waitForQuiet(WAIT_LOAD, `(${shape.key}) delivery, policies ${v}`);
+          if (v === 'on') await policyUsers();
+          const run = await deliver({
+            api: v === 'on' ? POLICY_ENV : {},
+            worker: { ...tuned, ...(v === 'on' ? { ...POLICY_ENV, ...shape.env } : {}) },
+            count: POLICY_DELIVERIES,
+            priority: shape.priority,
+            channels: shape.channels,
+            recipients: v === 'on' ? 'p' : 'u',
+          });
+          run.load = [load0, loadavg()[0]!];
+          if (v === 'on') {
+            const { rows } = await pool.query<{ counted: number; held: number; suppressed: number }>(
+              `SELECT count(*) FILTER (WHERE counted_at IS NOT NULL)::int AS counted,
+                      count(*) FILTER (WHERE hold_reason IS NOT NULL)::int AS held,
+                      count(*) FILTER (WHERE status IN ('opted_out', 'capped'))::int AS suppressed
+                 FROM deliveries`,
+            );
+            run.policy = rows[0]!;
+          }
+          figures.delivery[`${shape.key}-${v}`] = run;
+        }
+      }
+      for (const v of POLICIES) {
+        const what = v === 'on' ? 'policies on (`bench_policy`: caps, quiet hours, preferences)' : 'policies off';
+        policyRows.push({ label: `(p) ingestion, \`normal\`, push, ${what}`, ingest: figures.ingest[`p-${v}`] });
+      }
+      for (const v of POLICIES) {
+        const what = v === 'on' ? 'policies on' : 'policies off';
+        policyRows.push({ label: `(p) delivery, \`normal\`, push + email, tuned, ${what}`, run: figures.delivery[`p-${v}`] });
+        policyRows.push({ label: `(p) delivery, \`high\`, push + email + sms, tuned, ${what}`, run: figures.delivery[`ph-${v}`] });
+      }
     }
 
     // ── (d) transactional latency while low drains ──────────────────────────
@@ -489,6 +761,7 @@ async function main(): Promise<void> {
     // ── report ──────────────────────────────────────────────────────────────
     const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
     const verdict = (ok: boolean): string => (ok ? 'met' : '**not met**');
+    const deliveryOk = (run: DeliveryRun): boolean => run.rate >= 2000 && run.delivered === run.expected && run.duplicates === 0;
     const cpu = (readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.+)$/m)?.[1] ?? cpus()[0]?.model ?? 'unknown').trim();
     const pgVersion = (await pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
     say(
@@ -512,7 +785,7 @@ async function main(): Promise<void> {
     ingestRow('(b) ingestion through the sidecar', viaSidecar);
     for (const { label, run } of deliveryRuns) {
       say(
-        `| (c) delivery to the sandbox, 50 ms per provider call, ${label} (${f0(run.delivered)} of ${f0(expected)} sends; ${run.perChannel.join(', ')}; ${run.duplicates} seen twice) | ${f0(run.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(run.rate >= 2000 && run.delivered === expected && run.duplicates === 0)} |`,
+        `| (c) delivery to the sandbox, 50 ms per provider call, ${label} (${f0(run.delivered)} of ${f0(run.expected)} sends; ${run.perChannel.join(', ')}; ${run.duplicates} seen twice) | ${f0(run.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(deliveryOk(run))} |`,
       );
     }
     if (RUN.has('d')) {
@@ -522,12 +795,37 @@ async function main(): Promise<void> {
       );
       say(`| (d) low-tier sends during that window | ${f0(lowRate)} sends/s | | | (deferred while urgent work waits) | |`);
     }
+    for (const r of policyRows) {
+      if (r.ingest) ingestRow(r.label, r.ingest);
+      if (r.run) {
+        const x = r.run;
+        const policy = x.policy
+          ? `; ${f0(x.policy.counted)} counted against the caps, ${x.policy.held} held, ${x.policy.suppressed} suppressed`
+          : '';
+        say(
+          `| ${r.label} (${f0(x.delivered)} of ${f0(x.expected)} sends; ${x.perChannel.join(', ')}; ${x.duplicates} seen twice${policy}) | ${f0(x.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(deliveryOk(x))} |`,
+        );
+      }
+    }
     if (RUN.has('e')) {
       say(`| (e) raw pg-boss send, 16 in flight | ${f0(rawSendRate)} jobs/s | | | ceiling | |`);
       say(`| (e) raw pg-boss fetch + complete, one job at a time, 16 in flight | ${f0(rawFetchRate)} jobs/s | | | ceiling | |`);
       say(`| (e) raw pg-boss fetch + complete, batches of 50, 4 in flight | ${f0(rawBatchRate)} jobs/s | | | ceiling | |`);
     }
     say('');
+    if (policyRows.length > 0) {
+      const loads = [
+        ...POLICIES.map((v) => [`ingestion ${v}`, figures.ingest[`p-${v}`]?.load]),
+        ...POLICIES.map((v) => [`delivery ${v}`, figures.delivery[`p-${v}`]?.load]),
+        ...POLICIES.map((v) => [`delivery high ${v}`, figures.delivery[`ph-${v}`]?.load]),
+      ]
+        .map(([what, l]) => `${String(what)} ${Array.isArray(l) ? `${l[0].toFixed(2)} → ${l[1].toFixed(2)}` : 'n/a'}`)
+        .join('; ');
+      say(
+        `(p): quiet hours ${figures.quietHours ?? '(not set: policies off only)'}; load (1 min) before → after each measurement: ${loads}.`,
+      );
+      say('');
+    }
     if (direct && viaSidecar) {
       say(`Errors: direct ${direct.errors} / non-202 ${direct.non202}; sidecar ${viaSidecar.errors} / non-202 ${viaSidecar.non202}.`);
     }
@@ -564,14 +862,433 @@ async function main(): Promise<void> {
     await admin.end();
   }
 
-  if (!argv['no-write']) {
+  if (argv.json !== '') writeFileSync(argv.json, JSON.stringify(figures, null, 2));
+  // (p) and other builds are reported by --compare, in their own section.
+  if (!argv['no-write'] && !RUN.has('p') && BUILD === resolve(PROJECT_ROOT)) {
     const file = join(PROJECT_ROOT, 'bench/RESULTS.md');
     const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmark results\n';
     writeFileSync(file, replaceSection(text, '## Notifier (issue 7)', lines.join('\n')).replace(/\n*$/, '\n'));
   }
 }
 
-main().catch(async (err: unknown) => {
+// ── --compare: an older build against this one, alternating ──────────────────
+
+interface RunRecord {
+  round: number;
+  build: 'old' | 'new';
+  what: 'a,c' | 'p';
+  command: string;
+  /** When it started (ISO). */
+  at: string;
+  load: [number, number];
+  seconds: number;
+  figures: Figures;
+}
+
+/** Reads the figures of (a) and (c) from the table the older script prints (its own format, the one of issue 7). */
+function parseOlderTable(out: string): Figures {
+  const num = (x: string): number => Number(x.replace(/,/g, ''));
+  const f: Figures = { ingest: {}, delivery: {} };
+  for (const line of out.split('\n')) {
+    const a = /^\| \(a\) ingestion, direct[^|]*\| ([\d,]+) req\/s \| ([\d.]+|n\/a) \| ([\d.]+|n\/a) \|/.exec(line);
+    if (a) f.ingest['a'] = { rps: num(a[1]!), p50: Number(a[2]), p99: Number(a[3]), total: NaN, errors: NaN, non202: NaN };
+    const c =
+      /^\| \(c\) delivery[^|]*?(shipped defaults|NOTIFIER_CONCURRENCY)[^|]*\(([\d,]+) of ([\d,]+) sends; ([^|]*?); (\d+) seen twice\) \| ([\d,]+) sends\/s/.exec(
+        line,
+      );
+    if (c) {
+      f.delivery[c[1] === 'shipped defaults' ? 'c-default' : 'c-tuned'] = {
+        rate: num(c[6]!),
+        delivered: num(c[2]!),
+        expected: num(c[3]!),
+        perChannel: c[4]!.split(', '),
+        duplicates: Number(c[5]),
+      };
+    }
+  }
+  if (!f.ingest['a'] || !f.delivery['c-default'] || !f.delivery['c-tuned'])
+    throw new Error(`the older script's table was not as expected:\n${out}`);
+  return f;
+}
+
+let running: ReturnType<typeof spawn> | undefined;
+
+/** Runs `node args`, its table echoed to stderr; its stdout. Stopped after 30 minutes. */
+function runNode(args: string[]): Promise<string> {
+  return new Promise((resolveRun, rejectRun) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    running = child;
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+      process.stderr.write(b);
+    });
+    const timer = setTimeout(() => child.kill('SIGTERM'), 30 * 60_000);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      running = undefined;
+      if (code === 0) resolveRun(out);
+      else rejectRun(new Error(`node ${args.join(' ')} ended with ${code ?? signal}`));
+    });
+  });
+}
+
+function median(xs: number[]): number {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function gitCommit(dir: string): string {
+  const r = spawnSync('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' });
+  const dirty = spawnSync('git', ['-C', dir, 'status', '--porcelain', '--', 'notifier', 'shared'], { encoding: 'utf8' });
+  return `${r.stdout.trim() || 'unknown'}${dirty.stdout.trim() ? ' with uncommitted changes' : ''}`;
+}
+
+/** Replaces the section `heading`, or inserts it before the section that follows `after`. */
+function placeSection(text: string, heading: string, body: string, after: string): string {
+  const lines = text.split('\n');
+  if (lines.some((l) => l.trim() === heading)) return replaceSection(text, heading, body);
+  const at = lines.findIndex((l) => l.trim() === after);
+  const next = at < 0 ? -1 : lines.findIndex((l, i) => i > at && /^## /.test(l));
+  if (next < 0) return replaceSection(text, heading, body);
+  return [...lines.slice(0, next), heading, '', body.trim(), '', ...lines.slice(next)].join('\n');
+}
+
+async function compare(olderCheckout: string): Promise<void> {
+  const older = resolve(olderCheckout);
+  const olderScript = join(older, 'dist/bench/notifier.js');
+  const self = fileURLToPath(import.meta.url);
+  for (const f of [olderScript, join(older, 'dist/notifier/main.js'), join(PROJECT_ROOT, 'dist/notifier/main.js')]) {
+    if (!existsSync(f)) throw new Error(`${f} is missing: build that checkout first (npx tsc -b)`);
+  }
+  const limit = WAIT_LOAD ?? 1;
+  const common = [
+    ...['--duration', argv.duration, '--connections', argv.connections, '--deliveries', argv.deliveries],
+    ...['--concurrency', argv.concurrency, '--smtp-pool', argv['smtp-pool'], '--pool-max', argv['pool-max']],
+  ];
+  const forP = ['--policy-deliveries', argv['policy-deliveries']];
+  const shown = (args: string[]): string =>
+    `node ${args.map((a) => (a.startsWith(`${PROJECT_ROOT}/`) ? relative(PROJECT_ROOT, a) : a)).join(' ')}`;
+  // --resume: keep the runs an interrupted --compare finished (all of them: only the report is written).
+  const recordsFile = join(SCRATCH, 'compare-records.json');
+  const records: RunRecord[] = argv.resume && existsSync(recordsFile) ? (JSON.parse(readFileSync(recordsFile, 'utf8')) as RunRecord[]) : [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    // Off first in odd rounds, on first in even ones: neither always runs on a warmer machine.
+    const order = round % 2 === 1 ? 'off,on' : 'on,off';
+    const plan: { build: 'old' | 'new'; what: 'a,c' | 'p'; args: string[] }[] = [
+      { build: 'old', what: 'a,c', args: [olderScript, '--scenario', 'a,c', '--no-write', ...common] },
+      { build: 'new', what: 'a,c', args: [self, '--scenario', 'a,c', '--no-write', ...common] },
+      { build: 'old', what: 'p', args: [self, '--build', older, '--scenario', 'p', '--policies', 'off', '--no-write', ...common, ...forP] },
+      { build: 'new', what: 'p', args: [self, '--scenario', 'p', '--policies', order, '--no-write', ...common, ...forP] },
+    ];
+    for (const step of plan) {
+      if (records.some((r) => r.round === round && r.build === step.build && r.what === step.what)) continue;
+      const what = `round ${round}, ${step.build} build, ${step.what}`;
+      const load0 = await waitForQuiet(limit, what);
+      process.stderr.write(`── ${what}: ${shown(step.args)}\n`);
+      const json = join(SCRATCH, `compare-${round}-${step.build}-${step.what.replace(',', '')}.json`);
+      const ours = step.args[0] === self;
+      const t0 = Date.now();
+      const at = new Date().toISOString();
+      const out = await runNode(ours ? [...step.args, '--json', json] : step.args);
+      records.push({
+        round,
+        build: step.build,
+        what: step.what,
+        command: shown(step.args),
+        at,
+        load: [load0, loadavg()[0]!],
+        seconds: (Date.now() - t0) / 1000,
+        figures: ours ? (JSON.parse(readFileSync(json, 'utf8')) as Figures) : parseOlderTable(out),
+      });
+      writeFileSync(recordsFile, JSON.stringify(records, null, 2));
+    }
+  }
+
+  // ── report ────────────────────────────────────────────────────────────────
+  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  const pgVersion = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
+  await admin.end();
+  const cpu = (readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.+)$/m)?.[1] ?? cpus()[0]?.model ?? 'unknown').trim();
+  const oldCommit = gitCommit(older);
+  const newCommit = gitCommit(PROJECT_ROOT);
+  const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
+  const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
+  const change = (x: number, base: number): string =>
+    Number.isFinite(x) && Number.isFinite(base) && base > 0
+      ? `${x >= base ? '+' : '−'}${Math.abs((x / base - 1) * 100).toFixed(1)}%`
+      : 'n/a';
+
+  type Col = 'old' | 'off' | 'on';
+  const COLS: Col[] = ['old', 'off', 'on'];
+  const colName: Record<Col, string> = { old: 'old build', off: 'new, no policies', on: 'new, policies on' };
+  interface RowDef {
+    id: string;
+    kind: 'ingest' | 'delivery';
+    what: 'a,c' | 'p';
+    label: string;
+    keys: Partial<Record<Col, string>>;
+    target: string;
+  }
+  const ingestTarget = '≥ 1,500 req/s, p99 ≤ 50 ms';
+  const rows: RowDef[] = [
+    {
+      id: 'a',
+      kind: 'ingest',
+      what: 'a,c',
+      label: `(a) ingestion, direct: \`bench.ingest\`, \`normal\`, push; ${argv.connections} connections, ${argv.duration} s`,
+      keys: { old: 'a', off: 'a' },
+      target: ingestTarget,
+    },
+    {
+      id: 'c-default',
+      kind: 'delivery',
+      what: 'a,c',
+      label: `(c) delivery, \`high\`, push + email + sms, ${f0(Number(argv.deliveries) * 3)} sends, shipped defaults`,
+      keys: { old: 'c-default', off: 'c-default' },
+      target: '(shipped defaults: none)',
+    },
+    {
+      id: 'c-tuned',
+      kind: 'delivery',
+      what: 'a,c',
+      label: `(c) delivery, \`high\`, push + email + sms, ${f0(Number(argv.deliveries) * 3)} sends, tuned`,
+      keys: { old: 'c-tuned', off: 'c-tuned' },
+      target: '≥ 2,000 sends/s',
+    },
+    {
+      id: 'p-ingest',
+      kind: 'ingest',
+      what: 'p',
+      label: '(p) ingestion as (a), in the (p) runs; policies on: the catalogue classifies every request `bench_policy`',
+      keys: { old: 'p-off', off: 'p-off', on: 'p-on' },
+      target: ingestTarget,
+    },
+    {
+      id: 'p-delivery',
+      kind: 'delivery',
+      what: 'p',
+      label: `(p) delivery, \`normal\`, push + email, ${f0(POLICY_DELIVERIES * 2)} sends, tuned; policies on: preferences, quiet hours and both caps checked on every send`,
+      keys: { old: 'p-off', off: 'p-off', on: 'p-on' },
+      target: '≥ 2,000 sends/s',
+    },
+    {
+      id: 'ph-delivery',
+      kind: 'delivery',
+      what: 'p',
+      label: `(p) delivery, \`high\`, push + email + sms as (c), ${f0(POLICY_DELIVERIES * 3)} sends, tuned; policies on: preferences and quiet hours (\`NOTIFIER_QUIET_HOURS_TIERS=normal,high\`) checked on every send; caps never apply at \`high\``,
+      keys: { old: 'ph-off', off: 'ph-off', on: 'ph-on' },
+      target: '≥ 2,000 sends/s',
+    },
+  ];
+  const ingestOf = (row: RowDef, col: Col): Ingest[] => {
+    const key = row.keys[col];
+    if (!key) return [];
+    return records
+      .filter((r) => r.build === (col === 'old' ? 'old' : 'new') && r.what === row.what)
+      .map((r) => r.figures.ingest[key])
+      .filter((x): x is Ingest => x !== undefined);
+  };
+  const deliveryOf = (row: RowDef, col: Col): DeliveryRun[] => {
+    const key = row.keys[col];
+    if (!key) return [];
+    return records
+      .filter((r) => r.build === (col === 'old' ? 'old' : 'new') && r.what === row.what)
+      .map((r) => r.figures.delivery[key])
+      .filter((x): x is DeliveryRun => x !== undefined);
+  };
+  const complete = (d: DeliveryRun): boolean => d.delivered === d.expected && d.duplicates === 0;
+  const med = {
+    rps: (row: RowDef, col: Col): number => median(ingestOf(row, col).map((m) => m.rps)),
+    p99: (row: RowDef, col: Col): number => median(ingestOf(row, col).map((m) => m.p99)),
+    rate: (row: RowDef, col: Col): number => median(deliveryOf(row, col).map((d) => d.rate)),
+  };
+  const okOf = (row: RowDef, col: Col): boolean | undefined => {
+    if (!row.keys[col] || row.id === 'c-default') return undefined;
+    if (row.kind === 'ingest') return ingestOf(row, col).length > 0 ? med.rps(row, col) >= 1500 && med.p99(row, col) <= 50 : undefined;
+    const runs = deliveryOf(row, col);
+    return runs.length > 0 ? med.rate(row, col) >= 2000 && runs.every(complete) : undefined;
+  };
+  const cell = (row: RowDef, col: Col): string => {
+    if (row.kind === 'ingest') {
+      const ms = ingestOf(row, col);
+      if (ms.length === 0) return '—';
+      return `**${f0(med.rps(row, col))} req/s, p99 ${f1(med.p99(row, col))} ms** (${ms.map((m) => `${f0(m.rps)} / ${f1(m.p99)}`).join(' · ')})`;
+    }
+    const ds = deliveryOf(row, col);
+    if (ds.length === 0) return '—';
+    const runs = ds.map((d) => `${f0(d.rate)}${complete(d) ? '' : ` (${f0(d.delivered)} of ${f0(d.expected)}, ${d.duplicates} twice)`}`);
+    return `**${f0(med.rate(row, col))} sends/s** (${runs.join(' · ')})`;
+  };
+  const verdictOf = (row: RowDef): string => {
+    const parts = COLS.map((c) => [c, okOf(row, c)] as const).filter(([, ok]) => ok !== undefined);
+    if (parts.length === 0) return '';
+    return parts.map(([c, ok]) => `${colName[c]}: ${ok ? 'met' : '**not met**'}`).join('; ');
+  };
+
+  const lines: string[] = [];
+  const say = (x: string): void => {
+    lines.push(x);
+  };
+  const started = records[0]?.at ?? new Date().toISOString();
+  const ended = new Date();
+  say(
+    `Run ${started.slice(0, 16)}–${ended.toISOString().slice(11, 16)}Z on ${cpus().length} cores (${cpu}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pgVersion} on the same machine (fsync on), which other sessions' test suites shared; every process unpinned.`,
+  );
+  say(
+    `Builds: **old** = ${oldCommit} (before the policies: no catalogue, no preferences, the claim one statement), **new** = ${newCommit}, both from the same \`node_modules\`. ` +
+      `${ROUNDS} rounds, each: the old build's own \`dist/bench/notifier.js\` (a, c), the new one's (a, c), this script against the old build (p, off only: it knows neither catalogue nor preferences), this script on the new build (p, off and on; off first in odd rounds, on first in even ones). ` +
+      `Each run started once the 1-minute load average was below ${limit} (polled every 10 s, at most 10 minutes).`,
+  );
+  say('');
+  say(
+    `Tuned settings (the target's): \`NOTIFIER_CONCURRENCY=${argv.concurrency}\`, \`SMTP_POOL_SIZE=${argv['smtp-pool']}\`, \`DATABASE_POOL_MAX=${argv['pool-max']}\`; the sandbox answers every provider call after 50 ms. ` +
+      `Policies on: \`NOTIFIER_NOTIFICATION_TYPES='${POLICY_TYPES}'\`; the recipients p0…p49 have \`timezone: ${POLICY_ZONE}\` and, through \`PATCH /api/v1/users/{id}/preferences\`, \`{"bench_policy": {"in_app": false}, "quiet_hours": {start, end}}\` with a window from 3 to 5 hours after the run's local time ` +
+      `(${[...new Set(records.map((r) => r.figures.quietHours).filter((q): q is string => q !== undefined))].join(', ')}): the gate reads and evaluates them on every send, holds none, and at \`normal\` the caps count every send; the \`high\` row adds \`NOTIFIER_QUIET_HOURS_TIERS=normal,high\` so quiet hours are evaluated there too. Policies off: the default catalogue (\`bench.*\` is \`general\`: no caps), recipients u0…u49 without preferences or time zone.`,
+  );
+  say('');
+  say('Commands:');
+  say('');
+  say('```sh');
+  say(`git worktree add --detach ${olderCheckout} ${oldCommit.split(' ')[0]} && ln -s "$PWD/node_modules" ${olderCheckout}/node_modules`);
+  say(`(cd ${olderCheckout} && npx tsc -b) && npx tsc -b`);
+  say(
+    `node dist/bench/notifier.js --compare ${olderCheckout} --rounds ${ROUNDS} --wait-load ${limit} --deliveries ${argv.deliveries} --policy-deliveries ${argv['policy-deliveries']}`,
+  );
+  say(`git worktree remove --force ${olderCheckout}`);
+  say("# which runs, per round (the policy order swapped in even rounds; each of this script's runs also gets --json <file>):");
+  const seenCmd = new Set<string>();
+  for (const r of records) {
+    const c = r.command.replace(/--policies on,off/, '--policies off,on');
+    if (!seenCmd.has(c)) say(c);
+    seenCmd.add(c);
+  }
+  say('```');
+  say('');
+  say(`Median of ${ROUNDS} runs per cell, then each run in order (ingestion: req/s / p99 ms):`);
+  say('');
+  say(`| measurement | without policies (old build) | new build, no policies | new build, policies on | target | verdict |`);
+  say('|---|---|---|---|---|---|');
+  for (const row of rows)
+    say(`| ${row.label} | ${cell(row, 'old')} | ${cell(row, 'off')} | ${cell(row, 'on')} | ${row.target} | ${verdictOf(row)} |`);
+  say('');
+  // CPU of the (p) measurements, from /proc: notifier, PostgreSQL (every backend), sandbox.
+  const pIngest = rows.find((r) => r.id === 'p-ingest')!;
+  const pDelivery = rows.find((r) => r.id === 'p-delivery')!;
+  const cpuCell = (xs: (Cpu | undefined)[], per: number[], part: keyof Cpu): string => {
+    const v = median(xs.map((c, i) => (c ? (c[part] / per[i]!) * 1000 : NaN)));
+    return f2(v);
+  };
+  say(
+    'CPU seconds per 1,000 requests or sends in the (p) measurements (median; read from /proc over the measured window; PostgreSQL counts every backend on the machine):',
+  );
+  say('');
+  say('| (p) | process | old build | new, no policies | new, policies on |');
+  say('|---|---|---:|---:|---:|');
+  for (const part of ['notifier', 'postgres'] as const) {
+    say(
+      `| ingestion | ${part === 'postgres' ? 'PostgreSQL' : part} | ${COLS.map((c) => {
+        const ms = ingestOf(pIngest, c);
+        return ms.length
+          ? cpuCell(
+              ms.map((m) => m.cpu),
+              ms.map((m) => m.total),
+              part,
+            )
+          : '—';
+      }).join(' | ')} |`,
+    );
+  }
+  for (const part of ['notifier', 'postgres', 'sandbox'] as const) {
+    say(
+      `| delivery | ${part === 'postgres' ? 'PostgreSQL' : part} | ${COLS.map((c) => {
+        const ds = deliveryOf(pDelivery, c);
+        return ds.length
+          ? cpuCell(
+              ds.map((d) => d.cpu),
+              ds.map((d) => d.windowSends ?? NaN),
+              part,
+            )
+          : '—';
+      }).join(' | ')} |`,
+    );
+  }
+  say('');
+  say("Runs (1-minute load average at the start → at the end; the end counts the bench's own processes):");
+  say('');
+  // `p-on` → `on`, `ph-off` → `high off`.
+  const variant = (k: string): string => k.replace(/^p-/, '').replace(/^ph-/, 'high ');
+  for (const r of records) {
+    const inner = [
+      ...Object.entries(r.figures.ingest).map(([k, m]) => (m.load ? `ingestion ${variant(k)} ${f2(m.load[0])} → ${f2(m.load[1])}` : '')),
+      ...Object.entries(r.figures.delivery).map(([k, d]) =>
+        d.load
+          ? `delivery ${variant(k)} ${f2(d.load[0])} → ${f2(d.load[1])}${d.policy ? ` (${f0(d.policy.counted)} sends counted against the caps, ${d.policy.held} held, ${d.policy.suppressed} suppressed)` : ''}`
+          : '',
+      ),
+    ].filter((x) => x !== '');
+    say(
+      `- round ${r.round}, ${r.build} build, ${r.what}: ${f2(r.load[0])} → ${f2(r.load[1])}, ${Math.round(r.seconds)} s${inner.length ? `; each measurement: ${inner.join('; ')}` : ''}`,
+    );
+  }
+  say('');
+
+  // What the figures say.
+  const rowById = (id: string): RowDef => rows.find((r) => r.id === id)!;
+  const pi = rowById('p-ingest');
+  const pd = rowById('p-delivery');
+  const ct = rowById('c-tuned');
+  const ph = rowById('ph-delivery');
+  const cpuMed = (c: Col, part: keyof Cpu): number =>
+    median(deliveryOf(pd, c).map((d) => (d.cpu && d.windowSends ? (d.cpu[part] / d.windowSends) * 1000 : NaN)));
+  const spread = (xs: number[]): number => (xs.length > 1 ? (Math.max(...xs) - Math.min(...xs)) / median(xs) : 0);
+  const maxSpread = Math.max(
+    ...rows.flatMap((row) =>
+      COLS.map((c) => spread(row.kind === 'ingest' ? ingestOf(row, c).map((m) => m.rps) : deliveryOf(row, c).map((d) => d.rate))),
+    ),
+  );
+  const late = records.filter((r) => r.load[0] >= limit).length;
+  say('What the figures say:');
+  say('');
+  say(
+    `- **Ingestion** with the policy catalogue: ${f0(med.rps(pi, 'on'))} req/s, p99 ${f1(med.p99(pi, 'on'))} ms, against ${f0(med.rps(pi, 'off'))} req/s, p99 ${f1(med.p99(pi, 'off'))} ms without in the same runs (${change(med.rps(pi, 'on'), med.rps(pi, 'off'))}), and ${f0(med.rps(pi, 'old'))} req/s on the old build. ` +
+      `Ingestion only classifies the type (a map lookup) and stores it in one more column, so a difference here is the machine's, not the policies'. Target ${okOf(pi, 'on') ? 'met' : '**not met**'} with the policies on.`,
+  );
+  say(
+    `- **Delivery** at \`normal\` with every send checked: ${f0(med.rate(pd, 'on'))} sends/s with the policies on, ${f0(med.rate(pd, 'off'))} without on the same build (${change(med.rate(pd, 'on'), med.rate(pd, 'off'))}), ${f0(med.rate(pd, 'old'))} on the old build (${change(med.rate(pd, 'on'), med.rate(pd, 'old'))}). ` +
+      `Target ≥ 2,000 sends/s: ${okOf(pd, 'on') ? 'met' : '**not met**'} with the policies on${okOf(pd, 'off') === false ? ', and not met without them on the new build either' : ''}${okOf(pd, 'old') === false ? ' (nor by the old build on this machine)' : ''}. ` +
+      `At \`high\` (three channels, as (c)) the user's "off" applies, so the claim takes the user locks and reads the preferences, and here quiet hours too, but never caps: ${f0(med.rate(ph, 'on'))} sends/s with the policies on, ${f0(med.rate(ph, 'off'))} without, ${f0(med.rate(ph, 'old'))} on the old build; the issue-7 runs of (c) went from ${f0(med.rate(ct, 'old'))} to ${f0(med.rate(ct, 'off'))} (${change(med.rate(ct, 'off'), med.rate(ct, 'old'))}).`,
+  );
+  say(
+    `- **Where the check costs**: the old build claimed a fetched batch with one statement. The new one, for every non-transactional batch, runs one transaction: BEGIN, the shared advisory lock of each user in the batch, the claim, the preferences and time zones read under a savepoint with its lock and statement timeouts set and reset (7 statements), then, with caps on, the advisory lock of each (user, type, channel) key, the count over \`deliveries.counted_at\` and the \`counted_at\` update, and COMMIT: about 11 round trips without caps and 14 with, where there was 1, and with caps a second write of every claimed row (\`counted_at\`). ` +
+      `Per 1,000 sends, PostgreSQL used ${f2(cpuMed('old', 'postgres'))} CPU s on the old build, ${f2(cpuMed('off', 'postgres'))} on the new one without policies and ${f2(cpuMed('on', 'postgres'))} with them; the notifier ${f2(cpuMed('old', 'notifier'))}, ${f2(cpuMed('off', 'notifier'))} and ${f2(cpuMed('on', 'notifier'))}. On two cores shared by the notifier, PostgreSQL and the sandbox, that CPU is the rate.`,
+  );
+  say(
+    `- **Noise**: runs of the same build and measurement differed by up to ${Math.round(maxSpread * 100)}% (the spread within a cell above), so differences smaller than that say little. ${late === 0 ? `Every run started below a load of ${limit}.` : `${late} of ${records.length} runs started at a load of ${limit} or more, after the 10-minute wait: their figures are lower bounds.`}`,
+  );
+
+  const text = lines.join('\n');
+  process.stdout.write(`${text}\n`);
+  if (!argv['no-write']) {
+    const file = join(PROJECT_ROOT, 'bench/RESULTS.md');
+    const current = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmark results\n';
+    writeFileSync(file, placeSection(current, '## Notifier policies (issue 13)', text, '## Notifier (issue 7)').replace(/\n*$/, '\n'));
+  }
+}
+
+if (argv.compare !== '') {
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      running?.kill('SIGTERM');
+      process.exit(130);
+    });
+  }
+}
+
+(argv.compare !== '' ? compare(argv.compare) : main()).catch(async (err: unknown) => {
   process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   await stopAll();
   process.exit(1);

@@ -4,7 +4,7 @@
  * the supervisor, waits until every one answers /readyz, and prints the URLs. Ctrl-C (or SIGTERM)
  * stops the services, then the database.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { loadConfig } from '../shared/config.js';
 import { startConfig } from './config.js';
@@ -14,6 +14,7 @@ import { isCodedError } from '../shared/errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
 import { Supervisor } from './supervisor.js';
+import { shipTemplates } from '../identity/notify/templates.js';
 
 const spec = startConfig;
 
@@ -112,6 +113,11 @@ async function main(): Promise<void> {
         ...(name === 'limiter' ? limiterEnv : {}),
         ...(name === 'control-plane' ? { ADMIN_TOKEN: adminToken } : {}),
         ...(name === 'notifier' ? { NOTIFIER_TRACKING_SECRET: trackingSecret } : {}),
+        // Identity's notification relay goes through this run's sidecar, wherever LIMITER_PORT put
+        // it, unless the environment names another address (the child reads it then).
+        ...(name === 'identity' && process.env['IDENTITY_NOTIFY_URL'] === undefined
+          ? { IDENTITY_NOTIFY_URL: `http://${host}:${config.LIMITER_PORT}` }
+          : {}),
       },
     });
   }
@@ -136,6 +142,22 @@ async function main(): Promise<void> {
     say(`not ready after ${config.START_READY_TIMEOUT / 1000} s: ${[...pending].join(', ')}`);
     await stop(1);
     return;
+  }
+  // The templates identity's notifications use (welcome, security alerts), so a fresh platform
+  // sends them: PUT to the notifier as a service caller vouched for with the shared secret, the way
+  // the sidecar would. Idempotent: the identical definition again is a 200, even once used.
+  if (names.includes('notifier')) {
+    const headers = {
+      'x-subject': `key:${createHash('sha256').update('npm-start').digest('hex')}`,
+      'x-subject-role': 'service',
+      'x-subject-secret': serviceSecret,
+    };
+    try {
+      const shipped = await shipTemplates(`http://${host}:${config.NOTIFIER_PORT}`, headers);
+      log.info({ templates: shipped }, 'notifier templates shipped');
+    } catch (err) {
+      say(`could not ship the notifier templates: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
   say('\nthe platform is ready:');
   for (const n of names) for (const [what, url] of Object.entries(catalogue[n].urls)) say(`  ${what.padEnd(30)} ${url}`);

@@ -17,13 +17,17 @@ import { registerAccountRoutes } from './accounts/routes.js';
 import type { identityConfig } from './config.js';
 import type { CardTokenizer } from './domain/card.js';
 import { createIdentityEvents, type IdentityEvents } from './events/identity-events.js';
+import { dpopSettings } from './oauth/dpop.js';
 import { createOAuthRuntime, oauthSettings, registerOAuthRoutes, signingKeysCheck, startOAuth, type RunningOAuth } from './oauth/index.js';
+import { createNotifyRelay, type NotifyRelay, type ServiceAuth } from './notify/index.js';
 
 export interface IdentityDeps {
   /** Default: the system clock. */
   clock?: Clock;
   /** Default: random opaque card tokens (no payment provider yet). */
   tokenizeCard?: CardTokenizer;
+  /** The notification relay's credentials at the notifier. Default: IDENTITY_NOTIFY_API_KEY, else a self-signed service token. */
+  notifierAuth?: ServiceAuth;
 }
 
 export interface Identity extends Started {
@@ -47,7 +51,7 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
 
   // 2. The domain: the authorization server's runtime (keys, tokens, clients), the verifier of
   // identity's own resource endpoints, and the event-sourced users and orders.
-  const oauth = createOAuthRuntime(pool, { settings: oauthSettings(config), log, registry });
+  const oauth = createOAuthRuntime(pool, { settings: oauthSettings(config), dpop: dpopSettings(config), log, registry });
   // With IDENTITY_JWKS_URL, identity's resource endpoints verify against that key set. Without it,
   // against its own key ring, in process: fetching its own JWKS over HTTP would fail while it is
   // still starting, and the verifier would then wait out its refetch cooldown before trying again.
@@ -61,7 +65,7 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
   });
   const verifier: Verifier = config.IDENTITY_JWKS_URL
     ? remote
-    : { ...remote, verifyAccessToken: async (token) => (await oauth.verifier.verify(token)).claims };
+    : { ...remote, verifyAccessToken: async (token, binding) => (await oauth.verifier.verify(token, binding)).claims };
   const events = createIdentityEvents(
     {
       databaseUrl: requireDatabaseUrl(config.DATABASE_URL, 'identity'),
@@ -73,10 +77,11 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
       warehouseWindowMs: config.IDENTITY_WAREHOUSE_WINDOW,
       selfDeleteMaxTotal: config.IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL,
     },
-    { pool, registry, log, clock, verifier, tokenizeCard: deps.tokenizeCard },
+    { pool, registry, log, clock, verifier, dpop: oauth.dpop, tokenizeCard: deps.tokenizeCard },
   );
   let running: RunningOAuth | undefined;
   let http: HttpService | undefined;
+  let relay: NotifyRelay | undefined;
   try {
     await events.start();
     // Signing keys exist (or are created) before the first token request is served.
@@ -110,7 +115,13 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
         });
       },
     });
+    // 4. The notification relay: outbox and recipient profiles → the notifier (identity/notify).
+    if (config.IDENTITY_NOTIFY_RELAY) {
+      relay = createNotifyRelay(config, { pool, tokens: oauth.tokens, clock, log, registry, auth: deps.notifierAuth });
+      relay.start();
+    }
   } catch (err) {
+    await relay?.close();
     await http?.close(0);
     await running?.close();
     await events.close();
@@ -120,12 +131,14 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
   }
   const server = http;
   const oauthRunning = running;
+  const notifyRelay = relay;
   return {
     port: server.port,
     events,
     urls: { api: `http://${config.HOST}:${server.port}` },
     close: async () => {
       await server.close(config.SHUTDOWN_GRACE);
+      await notifyRelay?.close();
       await oauthRunning.close();
       await events.close();
       await pool.end();

@@ -1,10 +1,12 @@
 /** The environment variables the identity reads (documented in shared/env.ts and the README). */
 import { pick } from '../shared/config.js';
 import { ENV } from '../shared/env.js';
+import { DPOP_CONFIG_VARS } from './oauth/dpop.js';
 import { OAUTH_CONFIG_VARS } from './oauth/settings.js';
 
 export const identityConfig = pick(ENV, [
   ...OAUTH_CONFIG_VARS,
+  ...DPOP_CONFIG_VARS,
   'LOG_LEVEL',
   'HOST',
   'SHUTDOWN_GRACE',
@@ -30,4 +32,12 @@ export const identityConfig = pick(ENV, [
   'IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT',
   'IDENTITY_LOGIN_MAX_FAILURES_PER_IP',
   'IDENTITY_LOGIN_FAILURE_WINDOW',
+  // the notification relay (identity/notify)
+  'IDENTITY_NOTIFY_RELAY',
+  'IDENTITY_NOTIFY_URL',
+  'IDENTITY_NOTIFY_API_KEY',
+  'IDENTITY_NOTIFY_POLL_INTERVAL',
+  'IDENTITY_NOTIFY_RETRY_MIN',
+  'IDENTITY_NOTIFY_RETRY_MAX',
+  'IDENTITY_NOTIFY_TIMEOUT',
 ]);

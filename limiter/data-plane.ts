@@ -11,6 +11,13 @@
  * carry no rate-limit headers and charge nothing: there are no numbers of the caller's to report.
  * Malformed requests (400 other than credentials, 414, 431, 501) are answered with
  * `Connection: close`. Every response after admission, admitted or denied, carries the headers.
+ *
+ * DPoP (RFC 9449): `Authorization: DPoP <token>` with one `DPoP` proof is checked on every route:
+ * the proof first (synchronously: signature, `htm`, `htu` = a LIMITER_PUBLIC_ORIGIN + the canonical
+ * path, `iat`, `ath`), then the token bound to the proof's key (`cnf.jkt`), and last the proof's
+ * `jti` is recorded in the replay store (Redis when the sidecar has one, shared by every sidecar;
+ * else in process), so only proofs that would be accepted cost a store write. A request without
+ * the DPoP scheme does none of this; a DPoP-bound token sent as Bearer is refused by the verifier.
  */
 import { Buffer } from 'node:buffer';
 import type { Dispatcher } from 'undici';
@@ -18,7 +25,8 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from '../shared/uws.js';
 import { isPlatformError, PlatformError, type ErrorCode } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import type { Clock } from '../shared/clock.js';
-import type { Verifier } from '../shared/jwt/index.js';
+import type { AccessClaims, Verifier } from '../shared/jwt/index.js';
+import { checkDpopProof, DpopError, expectedHtu, type CheckedProof, type DpopReplayStore } from '../shared/dpop/index.js';
 import type { InFlight } from '../shared/http.js';
 import type { LimitParams } from './admission/limit.js';
 import { connectionTokens, dropRequestHeader, Exchange, refuseAndClose, RequestBodyStream, writeProblem, type Upstreams } from './proxy.js';
@@ -27,6 +35,8 @@ import { rateLimitHeaders } from './headers.js';
 import {
   BEARER_CHALLENGE,
   bearerToken,
+  dpopSchemeToken,
+  isDpopScheme,
   ipCaller,
   isBearer,
   keyCaller,
@@ -43,12 +53,22 @@ import type { HotKeys } from './hot-keys.js';
 import type { QuotaSync } from './quota-sync.js';
 import { capToFloor } from './quota-sync-max-age.js';
 
+/** DPoP at the edge (LIMITER_PUBLIC_ORIGIN, DPOP_IAT_WINDOW, the replay store). */
+export interface EdgeDpop {
+  /** The origins clients call the sidecar at; a proof's `htu` must be one of them + the canonical path. */
+  origins: readonly string[];
+  iatWindowSec: number;
+  replay: DpopReplayStore;
+}
+
 export interface DataPlaneOptions {
   routes: RouteTable;
   upstreams: Upstreams;
   quotas: QuotaCache;
   gate: Gate;
   verifier: Verifier | undefined;
+  /** Undefined: LIMITER_PUBLIC_ORIGIN is unset, and DPoP-bound tokens are refused. */
+  dpop?: EdgeDpop | undefined;
   clock: Clock;
   log: Logger;
   metrics: LimiterMetrics;
@@ -87,6 +107,8 @@ const scan = {
   hosts: 0,
   apiKey: '',
   authorization: '',
+  dpop: '',
+  dpops: 0,
   connection: '',
   forwardedFor: '',
   forwarded: '',
@@ -109,6 +131,8 @@ function resetScan(): void {
   scan.hosts = 0;
   scan.apiKey = '';
   scan.authorization = '';
+  scan.dpop = '';
+  scan.dpops = 0;
   scan.connection = '';
   scan.forwardedFor = '';
   scan.forwarded = '';
@@ -149,6 +173,11 @@ function scanHeader(name: string, value: string): void {
       return;
     case 'authorization':
       scan.authorization = value;
+      break;
+    case 'dpop':
+      // Forwarded too: an upstream that verifies tokens itself checks the same proof.
+      scan.dpops++;
+      scan.dpop = value;
       break;
     case 'connection':
       scan.connection = join(scan.connection, v);
@@ -376,10 +405,19 @@ export class DataPlane {
     // token still to verify. A malformed or unaccepted credential is refused here.
     let caller: Caller | undefined;
     let token: string | undefined;
+    let proof: CheckedProof | undefined;
     if (h.apiKey !== '') caller = keyCaller(h.apiKey);
     else if (h.authorization !== '' && isBearer(h.authorization)) {
       try {
         token = bearerToken(h.authorization);
+      } catch (err) {
+        this.writeError(res, err);
+        return;
+      }
+    } else if (h.authorization !== '' && isDpopScheme(h.authorization)) {
+      try {
+        token = dpopSchemeToken(h.authorization);
+        proof = this.checkProof(h, method, path, token);
       } catch (err) {
         this.writeError(res, err);
         return;
@@ -441,7 +479,7 @@ export class DataPlane {
       this.respond(p, caller!, early);
     } else if (caller !== undefined) {
       this.admitCaller(p, caller, owners);
-    } else {
+    } else if (proof === undefined) {
       this.o.verifier!.verifyAccessToken(token!).then(
         (claims) => {
           if (!p.aborted) this.admitCaller(p, tokenCaller(claims), owners);
@@ -450,7 +488,42 @@ export class DataPlane {
           if (!p.aborted) this.refuseError(p, err);
         },
       );
+    } else {
+      this.verifyBound(token!, proof).then(
+        (claims) => {
+          if (!p.aborted) this.admitCaller(p, tokenCaller(claims), owners);
+        },
+        (err: unknown) => {
+          if (!p.aborted) this.refuseError(p, err);
+        },
+      );
     }
+  }
+
+  /** The DPoP proof of a request under the DPoP scheme, checked for this request (no replay check yet). Throws. */
+  private checkProof(h: Scan, method: string, path: string, token: string): CheckedProof {
+    const d = this.o.dpop;
+    if (d === undefined) {
+      throw new DpopError('missing', 'DPoP-bound tokens are not accepted here (LIMITER_PUBLIC_ORIGIN is not configured)');
+    }
+    if (h.dpops === 0 || h.dpop.trim() === '') throw new DpopError('missing', 'a DPoP proof is required (the DPoP header)');
+    if (h.dpops > 1 || h.dpop.includes(',')) throw new DpopError('multiple', 'send exactly one DPoP header');
+    const htu = d.origins.length === 1 ? expectedHtu(d.origins[0]!, path) : d.origins.map((o) => expectedHtu(o, path));
+    return checkDpopProof(h.dpop.trim(), { method, htu, accessToken: token }, this.o.clock.now(), { iatWindowSec: d.iatWindowSec });
+  }
+
+  /** The token bound to the proof's key, then the proof recorded as used (refused when it was). */
+  private async verifyBound(token: string, proof: CheckedProof): Promise<AccessClaims> {
+    const claims = await this.o.verifier!.verifyAccessToken(token, { jkt: proof.jkt });
+    let fresh: boolean;
+    try {
+      fresh = await this.o.dpop!.replay.claim(proof.replayKey, proof.replayTtlMs);
+    } catch (err) {
+      this.o.log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'dpop replay store unavailable');
+      throw new DpopError('replay_store_unavailable', 'DPoP replay protection is unavailable; try again shortly');
+    }
+    if (!fresh) throw new DpopError('replayed', 'the DPoP proof was already used (jti)');
+    return claims;
   }
 
   /**

@@ -18,7 +18,8 @@ import { createVerifier, type Verifier, type JwksDocument } from '../shared/jwt/
 import { create } from '@bufbuild/protobuf';
 import { Algorithm, QuotaSchema } from '../proto/gen/quota/v1/quota_pb.js';
 import { MemoryCounterStore } from './admission/counter-store.memory.js';
-import { checkShardable } from './admission/counter-store.redis.js';
+import { checkShardable, RedisCounterStore } from './admission/counter-store.redis.js';
+import { MemoryReplayStore, RedisReplayStore, type DpopReplayStore } from '../shared/dpop/index.js';
 import { createCounterStore } from './admission/index.js';
 import type { CounterStore, GlobalBucket } from './admission/counter-store.js';
 import type { LimitParams } from './admission/limit.js';
@@ -217,6 +218,17 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     log,
   });
 
+  // DPoP proofs are used once: in Redis (SET NX PX, shared by every sidecar on it, through the
+  // counters' fail-fast client) when there is one, else in this process only.
+  const dpopReplay: DpopReplayStore =
+    store instanceof RedisCounterStore
+      ? new RedisReplayStore(store.client, `${config.LIMITER_REDIS_PREFIX}:dpop:`)
+      : // A proof is remembered until iat + window, at most two windows and a second from now.
+        new MemoryReplayStore(clock, 3_000_000, 2 * config.DPOP_IAT_WINDOW + 1_000);
+  const dpop = config.LIMITER_PUBLIC_ORIGIN
+    ? { origins: config.LIMITER_PUBLIC_ORIGIN, iatWindowSec: Math.round(config.DPOP_IAT_WINDOW / 1000), replay: dpopReplay }
+    : undefined;
+
   const inFlight = new InFlight();
   const builtinPlan = planQuota(
     config.LIMITER_DEFAULT_PLAN,
@@ -232,6 +244,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     quotas,
     gate,
     verifier,
+    dpop,
     clock,
     log,
     metrics,

@@ -51,8 +51,24 @@ export function isBearer(authorization: string): boolean {
   );
 }
 
+/** True when an Authorization header uses the DPoP scheme (RFC 9449 §7.1). */
+export function isDpopScheme(authorization: string): boolean {
+  return authorization.length > 5 && authorization[4] === ' ' && authorization.slice(0, 4).toLowerCase() === 'dpop';
+}
+
+/** The token of an `Authorization: DPoP <token>` header; a malformed header is a 401. */
+export function dpopSchemeToken(authorization: string): string {
+  const token = authorization.slice(5).trim();
+  if (token !== '' && !token.includes(' ')) return token;
+  throw new PlatformError('invalid_token', {
+    detail: 'the Authorization header must be "DPoP <access token>"',
+    headers: { 'www-authenticate': 'DPoP error="invalid_request"' },
+  });
+}
+
 export const BEARER_CHALLENGE: readonly string[] = ['www-authenticate', 'Bearer'];
-export const ONLY_BEARER = 'this route takes an X-API-Key or an Authorization: Bearer access token; other schemes are not accepted';
+export const ONLY_BEARER =
+  'this route takes an X-API-Key or an Authorization: Bearer (or DPoP, with a DPoP proof) access token; other schemes are not accepted';
 
 /** The token of an `Authorization: Bearer <token>` header; a malformed header is a 401. */
 export function bearerToken(authorization: string): string {

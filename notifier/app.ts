@@ -16,7 +16,7 @@ import { createVerifier } from '../shared/jwt/index.js';
 import type { Logger } from '../shared/log.js';
 import type { Started } from '../shared/main.js';
 import { createRegistry } from '../shared/metrics.js';
-import { openDatabase, postgresCheck } from '../shared/pg-service.js';
+import { openDatabase, postgresCheck, requireDatabaseUrl } from '../shared/pg-service.js';
 import { startHttpService, type HttpService } from '../shared/service.js';
 import type { NotifierConfig } from './config.js';
 import { createCallerResolver } from './caller.js';
@@ -36,8 +36,11 @@ import { startBoss, type Boss } from './queues/boss.js';
 import { QueueRunner } from './queues/runner.js';
 import { Backpressure } from './queues/backpressure.js';
 import { CHANNEL_NAMES, RETENTION_QUEUE, TIERS, deliverQueue, routeQueue } from './queues/names.js';
-import { DeliveryWorker, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
+import { DeliveryWorker, leaseMs, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
 import { RoutingWorker, type RouteJob } from './workers/route.js';
+import { PgListener } from '../shared/pg-listener.js';
+import { loadPreferences, PreferenceCache, PREFERENCES_CHANNEL, registerPreferenceRoutes } from './preferences/index.js';
+import type { PolicySettings } from './policy/table.js';
 import { Reconciler } from './workers/reconcile.js';
 
 /** What tests (and embedders) may replace. */
@@ -60,7 +63,12 @@ export interface Notifier extends Started {
   reconciler: Reconciler | undefined;
   /** Load shedding state (which tiers are deferred). */
   backpressure: Backpressure;
+  /** This replica's preference cache (notifier/preferences/cache.ts). */
+  preferences: PreferenceCache;
 }
+
+/** Users whose preferences one replica keeps cached at most. */
+const PREFERENCE_CACHE_ENTRIES = 100_000;
 
 /** How often the backlog of the urgent queues is sampled for load shedding. */
 const BACKPRESSURE_SAMPLE_MS = 500;
@@ -111,12 +119,34 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     intervalMs: BACKPRESSURE_SAMPLE_MS,
     log,
   });
+  // The policies: the type catalogue, the tier table's settings, each replica's preference cache
+  // and the LISTEN connection that keeps it honest (notifier/preferences/cache.ts).
+  const catalog = config.NOTIFIER_NOTIFICATION_TYPES;
+  const settings: PolicySettings = { quietHoursTiers: config.NOTIFIER_QUIET_HOURS_TIERS };
+  const preferences = new PreferenceCache({
+    ttlMs: config.NOTIFIER_PREFERENCES_TTL,
+    maxEntries: PREFERENCE_CACHE_ENTRIES,
+    clock,
+    // The listener is built just below; this is only called once it exists.
+    listening: () => listener.connected,
+    load: (ids) => loadPreferences(pool, ids),
+  });
+  const listener = new PgListener({
+    url: requireDatabaseUrl(config.DATABASE_URL, 'notifier'),
+    channels: [PREFERENCES_CHANNEL],
+    applicationName: 'notifier:preferences',
+    log,
+    onNotification: (_channel, userId) => preferences.invalidate(userId),
+    onConnect: () => preferences.clear(),
+  });
+  const lease = leaseMs(config.NOTIFIER_SEND_TIMEOUT);
   const graceMs = config.SHUTDOWN_GRACE;
   let boss: Boss | undefined;
   let channels: (Channels & { close?: () => Promise<void> }) | undefined;
   let http: HttpService | undefined;
   let reconciler: Reconciler | undefined;
   try {
+    await listener.start();
     boss = await startBoss({
       pool,
       log,
@@ -139,7 +169,18 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         renderTemplate: (req) => renderTemplate(pool, req),
         ...deps.directory,
       };
-      const router = new RoutingWorker({ pool, boss: b, log, wake });
+      const router = new RoutingWorker({
+        pool,
+        boss: b,
+        log,
+        wake,
+        catalog,
+        settings,
+        preferences,
+        prefsTimeoutMs: config.NOTIFIER_PREFERENCES_TIMEOUT,
+        metrics,
+        clock,
+      });
       const deliverer = new DeliveryWorker({
         pool,
         boss: b,
@@ -152,6 +193,12 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         sendTimeoutMs: config.NOTIFIER_SEND_TIMEOUT,
         pixel,
         wake,
+        policy: {
+          catalog,
+          settings,
+          prefsTimeoutMs: config.NOTIFIER_PREFERENCES_TIMEOUT,
+          unavailableRetryMs: config.NOTIFIER_RETRY_SCHEDULE[0] ?? 1_000,
+        },
       });
       for (const tier of TIERS) {
         const common = {
@@ -170,7 +217,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
             new QueueRunner<DeliveryJob>({
               ...common,
               queue: dq,
-              prepare: (jobs) => deliverer.claim(jobs),
+              prepare: (jobs) => deliverer.claim(jobs, tier),
               handle: (job, claimed) => deliverer.handle(dq, job, claimed as ClaimedBatch),
             }),
           );
@@ -209,8 +256,17 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           idempotencyTtlMs: config.NOTIFIER_IDEMPOTENCY_TTL,
           markTemplateUsed: (id) => markTemplateUsed(pool, id),
           wake,
+          policies: { catalog, settings },
         });
-        registerTrackingRoutes(app, edge, { pool, caller, pixel, inboxPageSize: config.NOTIFIER_INBOX_PAGE_SIZE, log });
+        registerPreferenceRoutes(app, edge, { pool, caller, catalog, leaseMs: lease });
+        registerTrackingRoutes(app, edge, {
+          pool,
+          caller,
+          pixel,
+          inboxPageSize: config.NOTIFIER_INBOX_PAGE_SIZE,
+          log,
+          deferred: (tier) => !backpressure.mayRun(tier),
+        });
         registerDlqRoutes(app, edge, { pool, boss: b, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, wake });
         registerTemplateRoutes(app, edge, pool, caller);
         registerProfileRoutes(app, edge, pool, caller);
@@ -228,6 +284,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     await http?.close(0);
     await boss?.stop({ graceful: false, close: false }).catch(() => {});
     await channels?.close?.().catch(() => {});
+    await listener.close();
     caller.close();
     await pool.end().catch(() => {});
     throw err;
@@ -240,6 +297,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     boss,
     reconciler,
     backpressure,
+    preferences,
     urls: { api: `http://${config.HOST}:${http.port}` },
     close: () =>
       (closed ??= (async () => {
@@ -253,6 +311,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
             log.warn({ err }, 'pg-boss did not stop cleanly');
           });
         await channels?.close?.().catch((err: unknown) => log.warn({ err }, 'closing the channels failed'));
+        await listener.close();
         caller.close();
         await pool.end();
       })()),

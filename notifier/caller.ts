@@ -51,6 +51,8 @@ export const DEFAULT_SERVICE_ROLES: readonly string[] = Object.freeze(['service'
 const CHALLENGE = { 'www-authenticate': 'Bearer realm="notifier"' };
 const INVALID = { 'www-authenticate': 'Bearer realm="notifier", error="invalid_token"' };
 const BEARER_RE = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
+/** Behind the sidecar, which verified the proof: Bearer or DPoP. */
+const VOUCHED_RE = /^(?:Bearer|DPoP)[ \t]+([^\s]+)[ \t]*$/i;
 
 function digest(secret: string): Buffer {
   return createHash('sha256').update(secret, 'utf8').digest();
@@ -61,13 +63,20 @@ export function createCallerResolver(opts: CallerOptions): CallerResolver {
   const serviceRoles = opts.serviceRoles ?? DEFAULT_SERVICE_ROLES;
   let verifier: Verifier | undefined;
 
-  async function fromToken(authorization: string): Promise<{ subject: string; role: string; userId: string }> {
-    const m = BEARER_RE.exec(authorization);
+  /**
+   * The caller a token names. `vouched`: the sidecar, trusted by the shared secret, has already
+   * verified this request's credentials, including a DPoP proof and the token's binding to it
+   * (README, "Who is calling"); the token is read here only for its `sub`, so a DPoP-bound token
+   * under the DPoP scheme is accepted as it stands. Otherwise only Bearer, and shared/jwt refuses
+   * a DPoP-bound token sent that way.
+   */
+  async function fromToken(authorization: string, vouched = false): Promise<{ subject: string; role: string; userId: string }> {
+    const m = (vouched ? VOUCHED_RE : BEARER_RE).exec(authorization);
     if (!m)
       throw new PlatformError('invalid_token', { detail: 'the Authorization header must be Bearer <access token>', headers: INVALID });
     if (!opts.verifier) throw new PlatformError('invalid_token', { detail: 'bearer tokens are not accepted here', headers: INVALID });
     verifier ??= opts.verifier();
-    const claims = await verifier.verifyAccessToken(m[1]!).catch((err: unknown) => {
+    const claims = await verifier.verifyAccessToken(m[1]!, vouched ? 'any' : undefined).catch((err: unknown) => {
       if (isTokenError(err)) throw err;
       throw new PlatformError('invalid_token', { detail: 'the access token could not be verified', headers: INVALID, cause: err });
     });
@@ -86,7 +95,7 @@ export function createCallerResolver(opts: CallerOptions): CallerResolver {
         if (subject.startsWith('user:')) return { subject, role, userId: subject.slice(5), via: 'sidecar' };
         // A tenant-scoped token names a tenant as its subject; the user, when needed, is its `sub`.
         if (subject.startsWith('tenant:') && authorization && opts.verifier) {
-          const t = await fromToken(authorization);
+          const t = await fromToken(authorization, true);
           return { subject, role, userId: t.userId, via: 'sidecar' };
         }
         return { subject, role, via: 'sidecar' };

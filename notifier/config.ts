@@ -38,6 +38,11 @@ export const notifierConfig = pick(ENV, [
   'NOTIFIER_ADMIN_ROLES',
   'NOTIFIER_SERVICE_ROLES',
   'NOTIFIER_INBOX_PAGE_SIZE',
+  // the policies (notifier/policy, notifier/preferences)
+  'NOTIFIER_NOTIFICATION_TYPES',
+  'NOTIFIER_QUIET_HOURS_TIERS',
+  'NOTIFIER_PREFERENCES_TTL',
+  'NOTIFIER_PREFERENCES_TIMEOUT',
   // the provider clients (notifier/channels)
   ...CHANNEL_ENV_NAMES,
 ]);

@@ -1,6 +1,9 @@
 /**
  * The notifier's metrics (README, "Metrics and alerts"), on the service's registry.
  *
+ * Policies: `policy_decisions_total{type,channel,decision}`, `preference_fallback_total{stage}`,
+ * `digest_batch_size{type}` (histogram) and `opt_out_rate{type}` (gauge, last 5 minutes).
+ *
  * Raw series for Prometheus to compute over any window:
  * - `notification_ingest_total{priority,result}`: ingestion calls (`accepted`, `replayed` for an
  *   idempotent repeat, `rejected`);
@@ -73,7 +76,23 @@ export class SlidingCounter {
   }
 }
 
-export interface NotifierMetrics {
+/** What the policies report (notifier/policy, workers/route.ts and workers/claim.ts). */
+export interface PolicyMetrics {
+  /** The preferences could not be read and nothing was cached: the conservative default applied to `n` sends. */
+  preferenceFallback(stage: 'route' | 'check', n: number): void;
+  /**
+   * What a policy decided for one channel of one send: at routing (`send`, `opted_out`, `digest`)
+   * and at the check before the provider call (`send`, `opted_out`, `capped` via `cap`,
+   * `quiet_hours`, `digest`, `preferences_unavailable`).
+   */
+  policyDecision(type: string, channel: string, decision: string): void;
+  /** A digest went out carrying `items` items. */
+  digestFlushed(type: string, items: number): void;
+  /** One channel chosen at routing, and whether the user's preferences turned it off (opt_out_rate). */
+  routedChannel(type: string, optedOut: boolean): void;
+}
+
+export interface NotifierMetrics extends PolicyMetrics {
   ingested(priority: string, result: IngestResult): void;
   outcome(tier: string, channel: string, outcome: DeliveryOutcome): void;
   /** A send the provider accepted, `seconds` after the notification was accepted. */
@@ -111,6 +130,40 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
     help: 'How delivery attempts ended: sent, retry, failover (push to sms), secondary (provider), failed, dead_lettered',
     labelNames: ['tier', 'channel', 'outcome'] as const,
     registers: [registry],
+  });
+
+  const fallbacks = new Counter({
+    name: 'preference_fallback_total',
+    help: 'Sends decided by the conservative default (push only) because the preferences could not be read, by stage (route, check)',
+    labelNames: ['stage'] as const,
+    registers: [registry],
+  });
+  const decisions = new Counter({
+    name: 'policy_decisions_total',
+    help: 'What the policies decided per channel of a send: send, opted_out, cap (capped), quiet_hours, digest, preferences_unavailable',
+    labelNames: ['type', 'channel', 'decision'] as const,
+    registers: [registry],
+  });
+  const digestSize = new Histogram({
+    name: 'digest_batch_size',
+    help: 'Items carried by each digest sent, by notification type',
+    labelNames: ['type'] as const,
+    buckets: [1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000],
+    registers: [registry],
+  });
+  const routed = new SlidingCounter(SUCCESS_WINDOW_MS, 10, opts.clock);
+  const optedOut = new SlidingCounter(SUCCESS_WINDOW_MS, 10, opts.clock);
+  new Gauge({
+    name: 'opt_out_rate',
+    help: "Share of the channels chosen at routing that the user's preferences turned off, by notification type, over the last 5 minutes (this process)",
+    labelNames: ['type'] as const,
+    registers: [registry],
+    collect() {
+      for (const type of routed.keys()) {
+        const n = routed.sum(type);
+        if (n > 0) this.set({ type }, optedOut.sum(type) / n);
+      }
+    },
   });
 
   const accepted = new SlidingCounter(RATE_WINDOW_MS, 12, opts.clock);
@@ -187,6 +240,19 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
     providerCall(provider, failed) {
       calls.add(provider);
       if (failed) callErrors.add(provider);
+    },
+    preferenceFallback(stage, n) {
+      fallbacks.inc({ stage }, n);
+    },
+    policyDecision(type, channel, decision) {
+      decisions.inc({ type, channel, decision });
+    },
+    routedChannel(type, optedOutNow) {
+      routed.add(type);
+      if (optedOutNow) optedOut.add(type);
+    },
+    digestFlushed(type, items) {
+      digestSize.observe({ type }, items);
     },
   };
 }

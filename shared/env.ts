@@ -5,6 +5,7 @@
  */
 import { bool, bytes, duration, int, list, nonEmpty, num, oneOf, port, url, type VarSpec } from './config.js';
 import { readServiceAccountKey } from './service-account.js';
+import { DEFAULT_NOTIFICATION_TYPES, parseTypeCatalog } from '../notifier/policy/types.js';
 
 const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
@@ -374,6 +375,38 @@ export const ENV = {
       'One trusted proxy in front: limit by the address it appended to X-Forwarded-For, and append to its X-Forwarded-*/Forwarded headers instead of replacing them',
     parse: bool,
   }),
+  LIMITER_PUBLIC_ORIGIN: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description:
+      'The origin(s) clients call the sidecar at (scheme://host[:port], comma-separated): the htu of a DPoP proof must be one of them plus the canonical path. Behind a load balancer or TLS terminator, the public https origin. Unset: DPoP-bound tokens are refused',
+    parse: (raw) => {
+      const out = raw
+        .split(',')
+        .map((o) => o.trim())
+        .filter((o) => o !== '');
+      if (out.length === 0) throw new Error('must name at least one origin');
+      for (const o of out) {
+        let u: URL;
+        try {
+          u = new URL(o);
+        } catch {
+          throw new Error(`"${o}" is not a URL`);
+        }
+        if (
+          (u.protocol !== 'https:' && u.protocol !== 'http:') ||
+          u.pathname !== '/' ||
+          u.search !== '' ||
+          u.hash !== '' ||
+          o.endsWith('/')
+        ) {
+          throw new Error(`"${o}" must be an http(s) origin: scheme://host[:port], no path`);
+        }
+      }
+      return Object.freeze(out.map((o) => new URL(o).origin));
+    },
+  }),
   LIMITER_SERVICE_ROLES: v({
     default: 'service,admin',
     services: ['limiter'],
@@ -537,6 +570,13 @@ export const ENV = {
     description: 'Clock skew tolerated on exp, nbf and iat',
     parse: duration,
   }),
+  DPOP_IAT_WINDOW: v({
+    default: '60s',
+    services: ['limiter', 'identity'],
+    description:
+      "A DPoP proof's iat may be this far from now, either way; its jti is remembered this long after its iat so it is used once (RFC 9449 §11.1)",
+    parse: (raw) => durationIn(raw, 1000, 600_000, '1s', '10m'),
+  }),
   JWKS_REFETCH_COOLDOWN: v({
     default: '30s',
     services: ['limiter', 'control-plane', 'notifier'],
@@ -684,6 +724,35 @@ export const ENV = {
     services: ['notifier'],
     description: 'Inbox items per page when the request gives no `limit` (at most 100)',
     parse: int(1, 100),
+  }),
+  // ── notifier: policies ────────────────────────────────────────────────────
+  NOTIFIER_NOTIFICATION_TYPES: v({
+    default: 'default',
+    services: ['notifier'],
+    description:
+      'The notification types, as JSON (inline, or the path of a file): per type its `events` patterns, default `channels`, `mandatory`, `sms`, `caps` and `digest` (README, "Notification types, preferences and policies"); `default` is the built-in catalogue shown there',
+    parse: (raw) => parseTypeCatalog(raw.trim() === 'default' ? DEFAULT_NOTIFICATION_TYPES : raw),
+  }),
+  NOTIFIER_QUIET_HOURS_TIERS: v({
+    default: 'normal',
+    services: ['notifier'],
+    description:
+      "Tiers besides `low` (which always does) that hold sends during the user's quiet hours: `normal`, `high`, both, or `none`; `transactional` never does",
+    parse: (raw) => (raw.trim() === 'none' ? [] : list(oneOf(['normal', 'high'] as const))(raw)),
+  }),
+  NOTIFIER_PREFERENCES_TTL: v({
+    default: '30s',
+    services: ['notifier'],
+    description:
+      "How long a replica caches a user's preferences for routing; a write on any replica drops them everywhere at once (LISTEN/NOTIFY), so this is only the backstop",
+    parse: (raw) => durationIn(raw, 0, 3_600_000, '0', '1h'),
+  }),
+  NOTIFIER_PREFERENCES_TIMEOUT: v({
+    default: '250ms',
+    services: ['notifier'],
+    description:
+      'How long routing and the check before a send wait for the preference store before applying the conservative default (push only; e-mail and SMS held and checked again)',
+    parse: (raw) => durationIn(raw, 10, 10_000, '10ms', '10s'),
   }),
   // ── notifier: providers ───────────────────────────────────────────────────
   FCM_URL: v({
@@ -890,6 +959,13 @@ export const ENV = {
       'A rotated-out refresh token presented again within this long gets the same successor (a retried request); later it revokes the whole family. 0 turns the grace off',
     parse: (raw) => durationIn(raw, 0, 300_000, '0', '5m'),
   }),
+  IDENTITY_DPOP_NONCE: v({
+    default: 'required',
+    services: ['identity'],
+    description:
+      'required: /token and /userinfo accept a DPoP proof only with a current server nonce (use_dpop_nonce and a DPoP-Nonce header otherwise; RFC 9449 §8); off: no nonces',
+    parse: oneOf(['required', 'off']),
+  }),
   IDENTITY_AUTH_CODE_TTL: v({
     default: '60s',
     services: ['identity'],
@@ -1004,7 +1080,8 @@ export const ENV = {
   IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL: v({
     default: '100',
     services: ['identity'],
-    description: 'A customer may delete their own order (delete_own_order) only while it is placed and its total is below this amount',
+    description:
+      'A customer may delete their own order (delete_own_order) only while it is placed and unpaid and its total is below this amount',
     parse: num(0, 1_000_000_000),
   }),
   // ── identity: accounts (signup, /auth/login throttling: identity/accounts) ──
@@ -1012,14 +1089,14 @@ export const ENV = {
     default: '5',
     services: ['identity'],
     description:
-      'Failed sign-ins to one email address (known or not) within IDENTITY_LOGIN_FAILURE_WINDOW before /auth/login answers 429 login_throttled for it',
+      'Failed sign-ins to one email address (known or not) within IDENTITY_LOGIN_FAILURE_WINDOW before sign-in answers 429 for it (/auth/login, the sign-in page and the device page share the counts)',
     parse: int(1, 1_000_000),
   }),
   IDENTITY_LOGIN_MAX_FAILURES_PER_IP: v({
     default: '20',
     services: ['identity'],
     description:
-      'Failed sign-ins from one client address within IDENTITY_LOGIN_FAILURE_WINDOW before /auth/login answers 429 login_throttled for it',
+      'Failed sign-ins from one client address within IDENTITY_LOGIN_FAILURE_WINDOW before sign-in answers 429 for it (/auth/login, the sign-in page and the device page share the counts)',
     parse: int(1, 1_000_000),
   }),
   IDENTITY_LOGIN_FAILURE_WINDOW: v({
@@ -1031,6 +1108,55 @@ export const ENV = {
       if (ms < 1000 || ms > 86_400_000) throw new Error('must be between 1s and 24h');
       return ms;
     },
+  }),
+  // ── identity: the notification relay (identity/notify) ──────────────────
+  IDENTITY_NOTIFY_RELAY: v({
+    default: 'true',
+    services: ['identity'],
+    description:
+      "Run the notification relay in this process: it drains notification_outbox (welcome, security alerts) to the notifier and keeps the notifier's recipient profiles in step. Replicas share the work (SKIP LOCKED)",
+    parse: bool,
+  }),
+  IDENTITY_NOTIFY_URL: v({
+    default: 'http://127.0.0.1:8080',
+    services: ['identity'],
+    description: "Where the relay reaches the notifier's /api/v1: the sidecar (the default), which vouches for it as a service caller",
+    parse: url(['http', 'https']),
+  }),
+  IDENTITY_NOTIFY_API_KEY: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['identity'],
+    description:
+      'API key the relay sends to the sidecar (X-API-Key, role service; give it a quota). Unset: a service access token identity signs for itself (sub identity-notify-relay)',
+    parse: nonEmpty,
+  }),
+  IDENTITY_NOTIFY_POLL_INTERVAL: v({
+    default: '1s',
+    services: ['identity'],
+    description: 'How often an idle relay looks for outbox rows and profiles to send',
+    parse: (raw) => durationIn(raw, 10, 600_000, '10ms', '10m'),
+  }),
+  IDENTITY_NOTIFY_RETRY_MIN: v({
+    default: '1s',
+    services: ['identity'],
+    description:
+      "The relay's first retry delay after the notifier did not accept a row; doubles per attempt (with jitter) up to IDENTITY_NOTIFY_RETRY_MAX",
+    parse: (raw) => durationIn(raw, 10, 3_600_000, '10ms', '1h'),
+  }),
+  IDENTITY_NOTIFY_RETRY_MAX: v({
+    default: '5m',
+    services: ['identity'],
+    description:
+      "The relay's longest retry delay; a row is retried at least this often until the notifier accepts it (or refuses it for good: parked)",
+    parse: (raw) => durationIn(raw, 10, 86_400_000, '10ms', '24h'),
+  }),
+  IDENTITY_NOTIFY_TIMEOUT: v({
+    default: '10s',
+    services: ['identity'],
+    description: 'How long the relay waits for one answer from the notifier (it holds the row lock meanwhile)',
+    parse: (raw) => durationIn(raw, 100, 30_000, '100ms', '30s'),
   }),
   // ── test harness (npm test) ───────────────────────────────────────────────
   TEST_REDIS_CLUSTER_NODES: v({

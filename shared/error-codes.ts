@@ -50,6 +50,8 @@ export const ERROR_CODES = {
   invalid_token: { status: 401, title: 'The access token is invalid' },
   token_expired: { status: 401, title: 'The access token has expired' },
   forbidden: { status: 403, title: 'Forbidden' },
+  dpop_proof_invalid: { status: 401, title: 'The DPoP proof is missing or invalid' },
+  dpop_nonce_required: { status: 401, title: 'A DPoP proof with the server nonce is required' },
   // ── limiter ───────────────────────────────────────────────────────────────
   rate_limited: { status: 429, title: 'Too many requests' },
   limiter_unavailable: { status: 503, title: 'Admission is unavailable and this route fails closed' },
@@ -76,12 +78,15 @@ export const ERROR_CODES = {
   // ── identity: accounts (identity/accounts) ─────────────────────────────────
   invalid_credentials: { status: 401, title: 'The email or password is wrong' },
   login_throttled: { status: 429, title: 'Too many failed sign-ins; try again later' },
+  // ── identity: the sign-in and device pages (identity/oauth/csrf.ts, form-guard.ts) ──
+  cross_site_request: { status: 403, title: 'A form posted from another site is refused' },
+  invalid_form_token: { status: 403, title: "The form's anti-forgery token is missing, expired or not this browser's" },
   // ── notifier: templates, profiles, devices ─────────────────────────────────
   unknown_template: { status: 422, title: 'The template does not exist' },
   template_render_failed: { status: 422, title: 'The template could not be rendered with this data' },
   template_version_immutable: { status: 409, title: 'This template version has been used and can no longer change' },
   // ── notifier: ingestion, deliveries, dead-letter queue ────────────────────
-  sms_not_allowed_for_tier: { status: 422, title: 'SMS is only for transactional and high-priority notifications' },
+  channel_not_allowed: { status: 422, title: 'This channel is not used for this notification type at this priority' },
   audience_not_supported: { status: 422, title: 'Segment (audience) notifications are not supported yet' },
   idempotency_key_reused: { status: 422, title: 'This idempotency key was used with a different request' },
   idempotency_in_flight: { status: 409, title: 'A request with this idempotency key is still being processed' },
@@ -101,6 +106,8 @@ export const ERROR_CODES = {
   slow_down: { status: 400, title: 'The device is polling too fast', wire: 'oauth' },
   expired_token: { status: 400, title: 'The device code has expired', wire: 'oauth' },
   login_required: { status: 400, title: 'The user must sign in', wire: 'oauth' },
+  invalid_dpop_proof: { status: 400, title: 'The DPoP proof is missing or invalid', wire: 'oauth' },
+  use_dpop_nonce: { status: 400, title: 'A DPoP proof with the server nonce is required', wire: 'oauth' },
 
   // ── never on a wire: the operator's and the log's (answered as `internal`) ───────────────────
   // shared/config.ts ConfigError

@@ -21,9 +21,11 @@ interface Row {
   tenant_id: string | null;
   plan: string | null;
   created_at: Date;
+  dpop_bound_access_tokens: boolean;
 }
 
-const COLUMNS = 'client_id, client_type, secret_sha256, name, redirect_uris, grant_types, scopes, role, tenant_id, plan, created_at';
+const COLUMNS =
+  'client_id, client_type, secret_sha256, name, redirect_uris, grant_types, scopes, role, tenant_id, plan, created_at, dpop_bound_access_tokens';
 
 function fromRow(r: Row): OAuthClient {
   return Object.freeze({
@@ -38,6 +40,7 @@ function fromRow(r: Row): OAuthClient {
     plan: r.plan ?? undefined,
     secretSha256: r.secret_sha256 ?? undefined,
     createdAt: r.created_at.getTime(),
+    dpopBoundAccessTokens: r.dpop_bound_access_tokens,
   });
 }
 
@@ -64,8 +67,9 @@ export interface RegisteredClient {
 export async function registerClient(db: Db, reg: ClientRegistration, nowMs: number): Promise<RegisteredClient> {
   const clientSecret = reg.type === 'confidential' ? generateClientSecret() : undefined;
   const { rows } = await db.query<Row>(
-    `INSERT INTO oauth_clients (client_id, client_type, secret_sha256, name, redirect_uris, grant_types, scopes, role, tenant_id, plan, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    `INSERT INTO oauth_clients (client_id, client_type, secret_sha256, name, redirect_uris, grant_types, scopes, role, tenant_id, plan, created_at,
+                                dpop_bound_access_tokens)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
      ON CONFLICT (client_id) DO NOTHING
      RETURNING ${COLUMNS}`,
     [
@@ -80,6 +84,7 @@ export async function registerClient(db: Db, reg: ClientRegistration, nowMs: num
       reg.tenantId ?? null,
       reg.plan ?? null,
       new Date(nowMs),
+      reg.dpopBoundAccessTokens,
     ],
   );
   if (!rows[0]) throw invalidField('client_id', 'is already registered');

@@ -39,6 +39,8 @@ export interface OAuthClient {
   readonly plan: string | undefined;
   /** SHA-256 of the secret; confidential clients only. */
   readonly secretSha256: Buffer | undefined;
+  /** RFC 9449 §5.2 `dpop_bound_access_tokens`: every token request must carry a DPoP proof (absent: false). */
+  readonly dpopBoundAccessTokens?: boolean;
   readonly createdAt: number;
 }
 
@@ -53,6 +55,7 @@ export interface ClientRegistration {
   readonly role: string;
   readonly tenantId: string | undefined;
   readonly plan: string | undefined;
+  readonly dpopBoundAccessTokens: boolean;
 }
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -106,7 +109,8 @@ function optionalId(v: unknown, field: string): string | undefined {
  * Validates a registration body (JSON, snake_case as in RFC 7591 where the names exist):
  * `client_id`? (generated when absent), `client_type` (`public` | `confidential`), `name`?,
  * `redirect_uris`?, `grant_types`?, `scope`? (space-separated scopes the client may ask for),
- * `role`?, `tenant_id`?, `plan`?. Throws `invalid_field` naming the field.
+ * `role`?, `tenant_id`?, `plan`?, `dpop_bound_access_tokens`? (boolean, default false: the client
+ * must use DPoP, RFC 9449 §5.2). Throws `invalid_field` naming the field.
  */
 export function validateRegistration(body: Record<string, unknown>): ClientRegistration {
   const type = body.client_type;
@@ -167,7 +171,14 @@ export function validateRegistration(body: Record<string, unknown>): ClientRegis
     role,
     tenantId: optionalId(body.tenant_id, 'tenant_id'),
     plan: optionalId(body.plan, 'plan'),
+    dpopBoundAccessTokens: dpopFlag(body.dpop_bound_access_tokens),
   };
+}
+
+function dpopFlag(v: unknown): boolean {
+  if (v === undefined || v === null) return false;
+  if (typeof v !== 'boolean') throw invalidField('dpop_bound_access_tokens', 'must be true or false');
+  return v;
 }
 
 /** The client as the admin API shows it: no secret, no hash. */
@@ -182,6 +193,7 @@ export function clientView(c: OAuthClient): Record<string, unknown> {
     role: c.role,
     token_endpoint_auth_method: c.type === 'confidential' ? 'client_secret_basic' : 'none',
     created_at: c.createdAt / 1000,
+    dpop_bound_access_tokens: c.dpopBoundAccessTokens === true,
   };
   if (c.tenantId !== undefined) out.tenant_id = c.tenantId;
   if (c.plan !== undefined) out.plan = c.plan;

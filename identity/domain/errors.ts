@@ -42,10 +42,25 @@ export class OrderNotFound extends PlatformError {
   }
 }
 
+/**
+ * A place with an id that is taken. From a request this is only ever the caller's own order (ids
+ * are minted per customer and idempotency key, identity/domain/order-id.ts), named in `order_id`
+ * so a client whose first answer was lost can find it; `keyField` is the request field that
+ * carried the key.
+ */
 export class OrderAlreadyExists extends PlatformError {
-  constructor(orderId: string) {
-    super('order_already_exists', { field: 'order_id', detail: `order_id: order ${orderId} already exists` });
+  readonly orderId: string;
+  constructor(orderId: string, keyField?: string) {
+    super('order_already_exists', {
+      field: keyField ?? 'order_id',
+      detail:
+        keyField === undefined
+          ? `order_id: order ${orderId} already exists`
+          : `${keyField}: you already placed order ${orderId} with this key`,
+      extra: { order_id: orderId },
+    });
     this.name = 'OrderAlreadyExists';
+    this.orderId = orderId;
   }
 }
 

@@ -14,9 +14,11 @@
  * | placed, processing | OrderCancelled (its customer, or an admin) | cancelled |
  * | processing, shipped, delivered, cancelled — if paid | OrderRefunded (support) | refunded |
  * | placed, processing | OrderModified (admin): new items and total | (unchanged) |
- * | any | OrderDeleted (admin; or its customer while placed and below the configured total) | deleted |
+ * | any | OrderDeleted (admin; or its customer while placed, unpaid and below the configured total) | deleted |
  *
- * Shipping needs the payment and the reservation (processing); delivery needs shipping. Every other
+ * PayOrder is the customer's payment of an order placed without one (`POST /checkout` with
+ * `"pay": false`, then `POST /checkout/{id}/pay`): PaymentProcessed for the current total and
+ * InventoryReserved together, so the order goes from placed to processing in one append. Shipping needs the payment and the reservation (processing); delivery needs shipping. Every other
  * command in a status not listed is refused with `InvalidOrderTransition`. Each status is reached
  * only from lower ones in the order placed < processing < shipped < delivered < cancelled <
  * refunded, which is what lets the read models apply events idempotently and in any order (they
@@ -85,6 +87,7 @@ export type OrderCommand =
   | { readonly type: 'PlaceOrder'; readonly orderId: string; readonly customerId: string; readonly items: readonly OrderItemData[] }
   | { readonly type: 'ProcessPayment'; readonly amount: number; readonly cardLast4: string; readonly cardToken: string }
   | { readonly type: 'ReserveInventory' }
+  | { readonly type: 'PayOrder'; readonly actor: Actor; readonly cardLast4: string; readonly cardToken: string }
   | { readonly type: 'ShipOrder'; readonly trackingNumber: string }
   | { readonly type: 'DeliverOrder'; readonly deliveredAt?: number }
   | { readonly type: 'CancelOrder'; readonly actor: Actor; readonly reason: string }
@@ -190,6 +193,19 @@ export function createOrderDecider(policy: OrderPolicy): {
         requireStatus(state, 'ReserveInventory', ['placed']);
         return [{ type: 'InventoryReserved', data: { order_id: id, items: [...state.items], ts } }];
       }
+      case 'PayOrder': {
+        visible(state, command.actor, id);
+        if (command.actor.role !== 'customer') throw new NotPermitted('paying an order is for its customer');
+        if (state.paid) throw new InvalidOrderTransition('PayOrder', state.status, 'the order is already paid');
+        requireStatus(state, 'PayOrder', ['placed']);
+        const pay: OrderCommand = {
+          type: 'ProcessPayment',
+          amount: state.total,
+          cardLast4: command.cardLast4,
+          cardToken: command.cardToken,
+        };
+        return decideAll(decide, [pay, { type: 'ReserveInventory' }], state, now);
+      }
       case 'ShipOrder': {
         visible(state, undefined, id);
         requireStatus(state, 'ShipOrder', ['processing']);
@@ -240,10 +256,10 @@ export function createOrderDecider(policy: OrderPolicy): {
       case 'DeleteOrder': {
         visible(state, command.actor, id);
         if (command.actor.role === 'customer') {
-          // delete_own_order, refined by attributes: still placed, and a small total.
-          if (state.status !== 'placed' || !(state.total < policy.selfDeleteMaxTotal)) {
+          // delete_own_order, refined by attributes: still placed, nothing paid, and a small total.
+          if (state.status !== 'placed' || state.paid || !(state.total < policy.selfDeleteMaxTotal)) {
             throw new NotPermitted(
-              `a customer may delete only their own order while it is placed and its total is below ${policy.selfDeleteMaxTotal}`,
+              `a customer may delete only their own order while it is placed and unpaid and its total is below ${policy.selfDeleteMaxTotal}`,
             );
           }
         } else if (command.actor.role !== 'admin') {

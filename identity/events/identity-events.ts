@@ -21,6 +21,7 @@ import { Orders } from '../domain/orders.js';
 import { Users } from '../domain/users.js';
 import { BearerAuth } from '../http/orders-auth.js';
 import { registerOrderRoutes } from '../http/orders.js';
+import type { IdentityDpop } from '../oauth/dpop.js';
 import { registerProjectionAdminRoutes } from './admin-http.js';
 import { EventStore } from './event-store.js';
 import { createEventMetrics, type EventMetrics } from './metrics.js';
@@ -46,6 +47,8 @@ export interface IdentityEventsDeps {
   log: Logger;
   clock: Clock;
   verifier: Verifier;
+  /** DPoP proofs for `Authorization: DPoP` on the orders API; without it only Bearer is accepted. */
+  dpop?: IdentityDpop;
   tokenizeCard?: CardTokenizer;
 }
 
@@ -95,7 +98,7 @@ export function createIdentityEvents(config: IdentityEventsConfig, deps: Identit
     policy: { selfDeleteMaxTotal: config.selfDeleteMaxTotal },
   });
   const readModels = new ReadModels(pool);
-  const auth = new BearerAuth(deps.verifier);
+  const auth = new BearerAuth(deps.verifier, deps.dpop);
   const listener = new EventsListener({ url: config.databaseUrl, log, onNotify: () => runner.wake() });
   const live = runner;
   let ready = false;

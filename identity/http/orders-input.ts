@@ -12,9 +12,13 @@ import type { OrderItemData } from '../events/event-data.js';
 export type CheckoutPayment = { kind: 'token'; cardToken: string; cardLast4: string } | { kind: 'number'; cardNumber: string };
 
 export interface CheckoutBody {
-  orderId?: string;
+  /** The idempotency key (`idempotency_key`, or the deprecated `order_id`); never the order's id. */
+  idempotencyKey?: string;
+  /** The field the key came in. */
+  keyField?: 'idempotency_key' | 'order_id';
   items: OrderItemData[];
-  payment: CheckoutPayment;
+  /** Absent when the body says `"pay": false`: the order is placed, to be paid later. */
+  payment?: CheckoutPayment;
 }
 
 function onlyFields(obj: Record<string, unknown>, allowed: readonly string[], prefix = ''): void {
@@ -43,32 +47,57 @@ export function parseItems(v: unknown, field = 'items'): OrderItemData[] {
   });
 }
 
-/** POST /checkout: `{ order_id?, items: [{sku, quantity, price}], payment: {card_token, card_last4} | {card_number} }`. */
+/**
+ * POST /checkout: `{ idempotency_key?, items: [{sku, quantity, price}], payment: {card_token, card_last4} | {card_number} }`,
+ * or `{ idempotency_key?, items, "pay": false }` to place the order without paying it yet.
+ * `order_id` is the earlier name of `idempotency_key` (the order's id is always the server's).
+ */
 export function parseCheckout(body: Record<string, unknown>): CheckoutBody {
-  onlyFields(body, ['order_id', 'items', 'payment']);
-  const orderId = optionalString(body.order_id, 'order_id', 128);
-  if (orderId !== undefined && !isValidId(orderId)) throw invalidField('order_id', 'must be 1 to 128 letters, digits or . _ : -');
+  onlyFields(body, ['idempotency_key', 'order_id', 'items', 'payment', 'pay']);
+  if (body.idempotency_key !== undefined && body.order_id !== undefined) {
+    throw invalidField('idempotency_key', 'give idempotency_key or its earlier name order_id, not both');
+  }
+  const keyField = body.order_id !== undefined ? 'order_id' : body.idempotency_key !== undefined ? 'idempotency_key' : undefined;
+  const idempotencyKey = keyField === undefined ? undefined : optionalString(body[keyField], keyField, 128);
+  if (keyField !== undefined && idempotencyKey !== undefined && !isValidId(idempotencyKey)) {
+    throw invalidField(keyField, 'must be 1 to 128 letters, digits or . _ : -');
+  }
   const items = parseItems(body.items);
+  if (body.pay !== undefined && typeof body.pay !== 'boolean') throw invalidField('pay', 'must be true or false');
+  if (body.pay === false) {
+    if (body.payment !== undefined)
+      throw invalidField('payment', 'must be left out when pay is false (pay later with POST /checkout/{id}/pay)');
+    return { idempotencyKey, keyField: idempotencyKey === undefined ? undefined : keyField, items };
+  }
+  if (body.payment === undefined) throw invalidField('payment', 'is required (or "pay": false, to place the order and pay it later)');
+  return { idempotencyKey, keyField: idempotencyKey === undefined ? undefined : keyField, items, payment: parsePayment(body.payment) };
+}
+
+/** POST /checkout/{id}/pay: `{ payment: {card_token, card_last4} | {card_number} }`. */
+export function parsePay(body: Record<string, unknown>): { payment: CheckoutPayment } {
+  onlyFields(body, ['payment']);
   if (body.payment === undefined) throw invalidField('payment', 'is required');
-  const p = object(body.payment, 'payment');
+  return { payment: parsePayment(body.payment) };
+}
+
+/** The card: the provider's token with its last four digits, or a card number (tokenised by the caller at once). */
+function parsePayment(v: unknown): CheckoutPayment {
+  const p = object(v, 'payment');
   onlyFields(p, ['card_token', 'card_last4', 'card_number'], 'payment.');
-  let payment: CheckoutPayment;
   if (p.card_number !== undefined) {
     if (p.card_token !== undefined || p.card_last4 !== undefined)
       throw invalidField('payment', 'give card_number or card_token with card_last4, not both');
     const digits = typeof p.card_number === 'string' ? cardDigits(p.card_number.trim()) : undefined;
     if (digits === undefined || !luhnValid(digits)) throw invalidField('payment.card_number', 'is not a valid card number');
-    payment = { kind: 'number', cardNumber: digits };
-  } else {
-    if (typeof p.card_token !== 'string' || !/^[A-Za-z0-9_.:-]{1,256}$/.test(p.card_token)) {
-      throw invalidField('payment.card_token', "must be the payment provider's token (1 to 256 letters, digits or _ . : -)");
-    }
-    if (looksLikeCardNumber(p.card_token)) throw invalidField('payment.card_token', 'must be a token, never a card number');
-    if (typeof p.card_last4 !== 'string' || !/^\d{4}$/.test(p.card_last4))
-      throw invalidField('payment.card_last4', 'must be exactly four digits');
-    payment = { kind: 'token', cardToken: p.card_token, cardLast4: p.card_last4 };
+    return { kind: 'number', cardNumber: digits };
   }
-  return { orderId, items, payment };
+  if (typeof p.card_token !== 'string' || !/^[A-Za-z0-9_.:-]{1,256}$/.test(p.card_token)) {
+    throw invalidField('payment.card_token', "must be the payment provider's token (1 to 256 letters, digits or _ . : -)");
+  }
+  if (looksLikeCardNumber(p.card_token)) throw invalidField('payment.card_token', 'must be a token, never a card number');
+  if (typeof p.card_last4 !== 'string' || !/^\d{4}$/.test(p.card_last4))
+    throw invalidField('payment.card_last4', 'must be exactly four digits');
+  return { kind: 'token', cardToken: p.card_token, cardLast4: p.card_last4 };
 }
 
 /** An optional free-text reason. */

@@ -7,14 +7,15 @@
  *
  * | route | does |
  * |---|---|
- * | `POST /checkout` | places an order for the caller: OrderPlaced, PaymentProcessed, InventoryReserved (201) |
+ * | `POST /checkout` | places an order for the caller: OrderPlaced, PaymentProcessed, InventoryReserved (201); with `"pay": false` OrderPlaced only |
+ * | `POST /checkout/{id}/pay` | pays an order placed unpaid: PaymentProcessed, InventoryReserved (its customer) |
  * | `GET /order/{id}` | the order from the read model (possibly stale); `?consistent=true` from the write model |
  * | `GET /orders` | the caller's orders (read model); `?user_id=` names the customer (support and admin must) |
  * | `GET /orders/{id}/payment-method` | the card as its last four digits only |
  * | `POST /orders/{id}/cancel` | OrderCancelled (cancel_own_order; modify_any_order) |
  * | `POST /orders/{id}/refund` | OrderRefunded (refund_order) |
  * | `PATCH /orders/{id}` | OrderModified (modify_any_order) |
- * | `DELETE /orders/{id}` | OrderDeleted (delete_any_order; delete_own_order while placed and below the configured total) |
+ * | `DELETE /orders/{id}` | OrderDeleted (delete_any_order; delete_own_order while placed, unpaid and below the configured total) |
  *
  * `POST /order/{id}/cancel`, `/order/{id}/refund`, `/order/{id}/modify` and `DELETE /order/{id}`
  * are the earlier paths of the same commands, kept as aliases.
@@ -26,6 +27,11 @@
  * that must see its own write asks with `?consistent=true` (the event store, `X-Consistency:
  * strong`, with an ETag of the stream version). Commands accept `If-Match` with that ETag; a
  * mismatch is 409 `concurrency_conflict`, as is losing a race with another writer.
+ *
+ * Order ids are the server's (identity/domain/order-id.ts): a checkout's `idempotency_key` (or its
+ * earlier name `order_id`) is scoped to the caller, so no answer depends on whether another
+ * customer has an order of some id, and the caller's own repeat is 409 `order_already_exists`
+ * naming the first order.
  *
  * Card data: the checkout takes a provider token plus last four digits (or a card number, which is
  * tokenised at once and dropped); only the token (in the event store) and the last four digits (in
@@ -47,7 +53,18 @@ import { isValidId } from '../domain/user.js';
 import type { Loaded } from '../events/aggregate-repository.js';
 import { ReadModels } from '../events/read-models.js';
 import type { BearerAuth, Caller } from './orders-auth.js';
-import { parseCancel, parseCheckout, parseFlag, parseIfMatch, parseLimit, parseModify, parseReason, parseRefund } from './orders-input.js';
+import {
+  parseCancel,
+  parseCheckout,
+  parseFlag,
+  parseIfMatch,
+  parseLimit,
+  parseModify,
+  parsePay,
+  parseReason,
+  parseRefund,
+  type CheckoutPayment,
+} from './orders-input.js';
 
 export interface OrdersHttpDeps {
   orders: Orders;
@@ -82,6 +99,11 @@ const etag = (version: number): string => `"${version}"`;
 
 export function registerOrderRoutes(app: TemplatedApp, edge: EdgeOptions, deps: OrdersHttpDeps): void {
   const tokenize = deps.tokenizeCard ?? randomCardToken;
+  /** The card as token and last four digits; a card number is tokenised here and dropped. */
+  const card = async (payment: CheckoutPayment): Promise<{ cardToken: string; cardLast4: string }> =>
+    payment.kind === 'token'
+      ? { cardToken: payment.cardToken, cardLast4: payment.cardLast4 }
+      : { cardToken: await tokenize(payment.cardNumber), cardLast4: payment.cardNumber.slice(-4) };
 
   const metadata = (caller: Caller): Record<string, unknown> => ({ actor_id: caller.actor.id, actor_role: caller.actor.role });
   const body = (ctx: RequestContext): Record<string, unknown> => (ctx.body.length === 0 ? {} : jsonBody(ctx));
@@ -136,15 +158,31 @@ export function registerOrderRoutes(app: TemplatedApp, edge: EdgeOptions, deps: 
       const caller = await deps.auth.authenticate(ctx);
       if (caller.actor.role !== 'customer') throw new NotPermitted('checkout places an order for a customer; this token is not a customer');
       const input = parseCheckout(jsonBody(ctx));
-      const payment =
-        input.payment.kind === 'token'
-          ? { cardToken: input.payment.cardToken, cardLast4: input.payment.cardLast4 }
-          : { cardToken: await tokenize(input.payment.cardNumber), cardLast4: input.payment.cardNumber.slice(-4) };
+      const payment = input.payment && (await card(input.payment));
+      // Never `orderId`: the caller's key only ever names the caller's own orders.
       const saved = await deps.orders.checkout(
-        { orderId: input.orderId, customerId: caller.actor.id, items: input.items, payment },
+        { idempotencyKey: input.idempotencyKey, keyField: input.keyField, customerId: caller.actor.id, items: input.items, payment },
         { metadata: metadata(caller) },
       );
       return written(201, saved, { location: `/order/${encodeURIComponent(saved.orderId)}` });
+    },
+    edge,
+  );
+
+  route(
+    app,
+    'post',
+    '/checkout/:id/pay',
+    async (ctx) => {
+      const caller = await deps.auth.authenticate(ctx);
+      const id = orderId(ctx);
+      const expectedVersion = parseIfMatch(ctx.headers['if-match']);
+      const input = parsePay(body(ctx));
+      // Another customer's order is 404 (as any read of it); staff may see it but not pay it.
+      check('read', caller, (await load(id)).state);
+      if (caller.actor.role !== 'customer') throw new NotPermitted('paying an order is for its customer');
+      const saved = await deps.orders.pay(id, caller.actor, await card(input.payment), { expectedVersion, metadata: metadata(caller) });
+      return written(200, saved);
     },
     edge,
   );

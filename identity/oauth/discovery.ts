@@ -9,6 +9,7 @@
  * so that a revoked key stops verifying quickly, and almost every poll is then a 304.
  */
 import { createHash } from 'node:crypto';
+import { DEFAULT_DPOP_ALGS } from '../../shared/dpop/index.js';
 import type { Handler } from '../../shared/http.js';
 import { DEVICE_CODE_GRANT } from '../clients/client.js';
 import { DEVICE_PAGE_PATH } from './device-endpoint.js';
@@ -49,6 +50,8 @@ export function discoveryDocument(s: OAuthSettings): Record<string, unknown> {
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     code_challenge_methods_supported: ['S256'],
+    // RFC 9449 §5.1: the proof algorithms /token and /userinfo accept.
+    dpop_signing_alg_values_supported: [...DEFAULT_DPOP_ALGS],
     scopes_supported: [...OIDC_SCOPES],
     claims_supported: [
       'sub',

@@ -81,7 +81,7 @@ export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, rt: OA
   add('post', PATHS.authorize, authorizePost(rt));
   add('post', PATHS.token, tokenEndpoint(rt));
   add('post', PATHS.deviceAuthorization, deviceAuthorizationEndpoint(rt));
-  add('get', PATHS.devicePage, devicePageGet());
+  add('get', PATHS.devicePage, devicePageGet(rt));
   add('post', PATHS.devicePage, devicePagePost(rt));
   add('get', PATHS.userinfo, userinfoEndpoint(rt));
   add('post', PATHS.userinfo, userinfoEndpoint(rt));

@@ -22,7 +22,8 @@ const INACTIVE = Object.freeze({ active: false });
 async function introspectAccessToken(rt: OAuthRuntime, token: string): Promise<Record<string, unknown>> {
   let v;
   try {
-    v = await rt.verifier.verify(token);
+    // A DPoP-bound token is active too; its binding is reported (RFC 9449 §6.2), not enforced here.
+    v = await rt.verifier.verify(token, 'any');
   } catch {
     return INACTIVE;
   }
@@ -33,7 +34,7 @@ async function introspectAccessToken(rt: OAuthRuntime, token: string): Promise<R
   const c = v.claims;
   const out: Record<string, unknown> = {
     active: true,
-    token_type: 'Bearer',
+    token_type: c.jkt === undefined ? 'Bearer' : 'DPoP',
     scope: c.scope,
     client_id: c.client_id,
     sub: c.sub,
@@ -48,6 +49,7 @@ async function introspectAccessToken(rt: OAuthRuntime, token: string): Promise<R
   if (c.nbf !== undefined) out.nbf = c.nbf;
   if (c.tenant_id !== undefined) out.tenant_id = c.tenant_id;
   if (c.plan !== undefined) out.plan = c.plan;
+  if (c.jkt !== undefined) out.cnf = { jkt: c.jkt };
   return out;
 }
 

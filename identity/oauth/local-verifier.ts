@@ -7,7 +7,7 @@
  * (identity/keys/key-watch.ts: on the NOTIFY, else within the poll period).
  */
 import type { Clock } from '../../shared/clock.js';
-import { createVerifier, type AccessClaims, type Verifier } from '../../shared/jwt/index.js';
+import { createVerifier, type AccessClaims, type TokenBinding, type Verifier } from '../../shared/jwt/index.js';
 import type { KeyRing } from '../keys/key-ring.js';
 import type { OAuthSettings } from './settings.js';
 
@@ -26,8 +26,11 @@ export class LocalVerifier {
     private readonly clock: Clock,
   ) {}
 
-  /** Verifies an access token; rejects with the verifier's `TokenError`. */
-  async verify(token: string): Promise<VerifiedAccessToken> {
+  /**
+   * Verifies an access token; rejects with the verifier's `TokenError`. `binding` as in the shared
+   * verifier: none for a bearer token, the DPoP proof's key, or `'any'` (introspection).
+   */
+  async verify(token: string, binding?: TokenBinding | 'any'): Promise<VerifiedAccessToken> {
     await this.keys.ensureReady();
     const doc = this.keys.jwks();
     const ids = doc.keys.map((k) => k.kid).join(' ');
@@ -44,7 +47,7 @@ export class LocalVerifier {
         }),
       };
     }
-    const claims = await this.current.verifier.verifyAccessToken(token);
+    const claims = await this.current.verifier.verifyAccessToken(token, binding);
     // The signature held, so the payload is ours; read the one claim the shared verifier does not keep.
     const payload = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')) as { sid?: unknown };
     return { claims, sid: typeof payload.sid === 'string' ? payload.sid : undefined };

@@ -16,6 +16,7 @@ import type { UserProfile } from '../tokens/claims.js';
 import type { SecurityAlert } from '../tokens/security-events.js';
 import { TokenIssuer } from '../tokens/token-issuer.js';
 import { credentialProfile, verifyPassword } from './credentials.js';
+import { createIdentityDpop, DPOP_SETTINGS_DEFAULT, type DpopSettings, type IdentityDpop } from './dpop.js';
 import { LocalVerifier } from './local-verifier.js';
 import { createOAuthMetrics, type OAuthMetrics } from './metrics.js';
 import { rotationPolicy, type OAuthSettings } from './settings.js';
@@ -49,6 +50,8 @@ export interface OAuthDeps {
   readonly users?: (pool: Pool) => UserDirectory;
   /** identity's registry, for the metrics in metrics.ts. */
   readonly registry?: Registry;
+  /** DPoP (IDENTITY_DPOP_NONCE, DPOP_IAT_WINDOW). Default: nonces required, a 60 s window. */
+  readonly dpop?: DpopSettings;
   /** Called after commit for every security alert (e.g. to record it on the User aggregate). */
   readonly onSecurityAlert?: (alert: SecurityAlert) => void | Promise<void>;
 }
@@ -63,6 +66,8 @@ export interface OAuthRuntime {
   readonly verifier: LocalVerifier;
   readonly users: UserDirectory;
   readonly metrics: OAuthMetrics;
+  /** DPoP proofs at /token and /userinfo (oauth/dpop.ts). */
+  readonly dpop: IdentityDpop;
   /** A registered client (cached briefly: see ClientCache). */
   client(clientId: string): Promise<OAuthClient | undefined>;
   /** Drops a client from the cache after this process changed it. */
@@ -95,6 +100,7 @@ export function createOAuthRuntime(pool: Pool, deps: OAuthDeps): OAuthRuntime {
     verifier: new LocalVerifier(keys, s, clock),
     users: (deps.users ?? credentialsDirectory)(pool),
     metrics,
+    dpop: createIdentityDpop(pool, s.issuer, deps.dpop ?? DPOP_SETTINGS_DEFAULT, clock),
     client: (clientId) => clients.get(clientId),
     invalidateClient: (clientId) => clients.invalidate(clientId),
     async alert(a) {

@@ -5,6 +5,7 @@
  */
 import { pick, type ConfigOf } from '../../shared/config.js';
 import { ENV } from '../../shared/env.js';
+import type { ThrottleLimits } from '../accounts/login-throttle.js';
 import type { RotationPolicy, SigningAlg } from '../keys/key-schedule.js';
 
 /** Add these to identity/config.ts's `pick` list. */
@@ -23,6 +24,11 @@ export const OAUTH_CONFIG_VARS = [
   'IDENTITY_KEY_ROTATION_INTERVAL',
   'IDENTITY_JWKS_MAX_AGE',
   'IDENTITY_ADMIN_TOKEN',
+  // The sign-in and device pages share /auth/login's throttle (identity/accounts/login-throttle.ts).
+  'IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT',
+  'IDENTITY_LOGIN_MAX_FAILURES_PER_IP',
+  'IDENTITY_LOGIN_FAILURE_WINDOW',
+  'SERVICE_SECRET',
 ] as const;
 
 export const oauthConfig = pick(ENV, OAUTH_CONFIG_VARS);
@@ -50,6 +56,10 @@ export interface OAuthSettings {
   readonly keyRotationIntervalMs: number;
   readonly jwksMaxAgeMs: number;
   readonly adminToken: string | undefined;
+  /** The sign-in throttle's limits, the same as /auth/login's (one set of counters). */
+  readonly loginThrottle: ThrottleLimits;
+  /** SERVICE_SECRET: with it, the sidecar's X-Forwarded-For names the client address. */
+  readonly serviceSecret: string | undefined;
 }
 
 export function oauthSettings(c: OAuthConfig): OAuthSettings {
@@ -68,6 +78,12 @@ export function oauthSettings(c: OAuthConfig): OAuthSettings {
     keyRotationIntervalMs: c.IDENTITY_KEY_ROTATION_INTERVAL,
     jwksMaxAgeMs: c.IDENTITY_JWKS_MAX_AGE,
     adminToken: c.IDENTITY_ADMIN_TOKEN,
+    loginThrottle: Object.freeze({
+      perAccount: c.IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT,
+      perIp: c.IDENTITY_LOGIN_MAX_FAILURES_PER_IP,
+      windowMs: c.IDENTITY_LOGIN_FAILURE_WINDOW,
+    }),
+    serviceSecret: c.SERVICE_SECRET,
   });
 }
 

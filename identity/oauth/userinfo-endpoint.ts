@@ -4,6 +4,8 @@
  * token's. `email`/`email_verified` need the `email` scope, `name` the `profile` scope.
  * Errors are problem+json with a `WWW-Authenticate: Bearer` challenge (401 for a missing, invalid,
  * expired or revoked token; 403 `insufficient_scope` without `openid`).
+ * A DPoP-bound token is accepted as `Authorization: DPoP` with a proof (oauth/bearer.ts); its
+ * answers carry the next `DPoP-Nonce` when nonces are on.
  */
 import { PlatformError } from '../../shared/errors.js';
 import type { Handler, RequestContext } from '../../shared/http.js';
@@ -15,11 +17,12 @@ import { splitScopes } from './scopes.js';
 export function userinfoEndpoint(rt: OAuthRuntime): Handler {
   return async (ctx: RequestContext) => {
     const caller = await authenticateBearer(rt, ctx);
+    const scheme = caller.scheme === 'dpop' ? 'DPoP' : 'Bearer realm="identity",';
     const scopes = caller.grant ? splitScopes(caller.grant.scope) : [];
     if (!scopes.includes('openid')) {
       throw new PlatformError('forbidden', {
         detail: 'userinfo needs an access token granted with the openid scope',
-        headers: { 'www-authenticate': 'Bearer realm="identity", error="insufficient_scope", scope="openid"' },
+        headers: { 'www-authenticate': `${scheme} error="insufficient_scope", scope="openid"` },
       });
     }
     const sub = caller.claims.sub;
@@ -27,12 +30,12 @@ export function userinfoEndpoint(rt: OAuthRuntime): Handler {
     if (!profile) {
       throw new PlatformError('invalid_token', {
         detail: 'the user of this token no longer exists',
-        headers: { 'www-authenticate': 'Bearer realm="identity", error="invalid_token"' },
+        headers: { 'www-authenticate': `${scheme} error="invalid_token"` },
       });
     }
     return {
       body: { sub, user_id: sub, role: profile.role, ...profileClaims(profile, scopes) },
-      headers: { 'cache-control': 'no-store', pragma: 'no-cache' },
+      headers: { 'cache-control': 'no-store', pragma: 'no-cache', ...(caller.scheme === 'dpop' ? await rt.dpop.answerHeaders() : {}) },
     };
   };
 }

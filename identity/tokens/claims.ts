@@ -6,7 +6,8 @@
  * client-credentials token), `role`, `scope` (API scopes `<action>:<resource>`), `aud` (the one API
  * audience), `exp`, `iat`, `nbf`, `jti`, `client_id`, and when they apply `tenant_id`, `plan` and
  * `sid` (the grant a user token belongs to; revoking the grant makes it inactive at userinfo and
- * introspection).
+ * introspection), and `cnf.jkt` for a DPoP-bound token (RFC 9449 §6.1: the RFC 7638 thumbprint of
+ * the key whose proofs must accompany it).
  *
  * Id token (OpenID Connect, header `typ: JWT`): `iss`, `sub`, `aud` = the client id, `exp`, `iat`,
  * `auth_time`, `nonce` (when the authorization request had one), `user_id`, `role`, `sid`, and
@@ -26,6 +27,8 @@ export interface AccessTokenInput {
   plan?: string | undefined;
   /** The grant id (user tokens only). */
   sid?: string | undefined;
+  /** DPoP key thumbprint: the token is bound to it (`cnf.jkt`). */
+  jkt?: string | undefined;
   jti: string;
   nowMs: number;
   ttlMs: number;
@@ -49,6 +52,7 @@ export function accessTokenClaims(i: AccessTokenInput): Record<string, unknown> 
   if (i.tenantId !== undefined) claims.tenant_id = i.tenantId;
   if (i.plan !== undefined) claims.plan = i.plan;
   if (i.sid !== undefined) claims.sid = i.sid;
+  if (i.jkt !== undefined) claims.cnf = { jkt: i.jkt };
   return claims;
 }
 

@@ -18,6 +18,11 @@ export interface Grant {
   readonly authTime: number;
   readonly createdAt: number;
   readonly revokedAt: number | undefined;
+  /**
+   * RFC 7638 thumbprint of the DPoP key the family is bound to (a public client that used DPoP):
+   * every refresh needs a proof made with that key. Absent: not bound.
+   */
+  readonly dpopJkt?: string | undefined;
 }
 
 export interface GrantRow {
@@ -28,9 +33,10 @@ export interface GrantRow {
   auth_time: Date;
   created_at: Date;
   revoked_at: Date | null;
+  dpop_jkt: string | null;
 }
 
-const GRANT_COLUMNS = 'grant_id, user_id, client_id, scope, auth_time, created_at, revoked_at';
+const GRANT_COLUMNS = 'grant_id, user_id, client_id, scope, auth_time, created_at, revoked_at, dpop_jkt';
 
 export function grantFromRow(r: GrantRow): Grant {
   return {
@@ -41,6 +47,7 @@ export function grantFromRow(r: GrantRow): Grant {
     authTime: r.auth_time.getTime(),
     createdAt: r.created_at.getTime(),
     revokedAt: r.revoked_at ? r.revoked_at.getTime() : undefined,
+    dpopJkt: r.dpop_jkt ?? undefined,
   };
 }
 
@@ -52,6 +59,8 @@ export interface NewGrant {
   nowMs: number;
   /** Issue the family's first refresh token with this lifetime; undefined: no refresh token. */
   refreshTtlMs: number | undefined;
+  /** Bind the family's refresh tokens to this DPoP key (public clients that used DPoP). */
+  dpopJkt?: string | undefined;
 }
 
 /** Creates a grant and, when asked, its first refresh token (returned in clear, once). */
@@ -60,9 +69,9 @@ export async function createGrant(db: Db, g: NewGrant): Promise<{ grant: Grant; 
   const now = new Date(g.nowMs);
   const pads = newRotationPads();
   await db.query(
-    `INSERT INTO oauth_grants (grant_id, user_id, client_id, scope, auth_time, created_at, rotation_ipad, rotation_opad)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [grantId, g.userId, g.clientId, g.scope, new Date(g.authTimeMs), now, pads.ipad, pads.opad],
+    `INSERT INTO oauth_grants (grant_id, user_id, client_id, scope, auth_time, created_at, rotation_ipad, rotation_opad, dpop_jkt)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [grantId, g.userId, g.clientId, g.scope, new Date(g.authTimeMs), now, pads.ipad, pads.opad, g.dpopJkt ?? null],
   );
   let refreshToken: string | undefined;
   if (g.refreshTtlMs !== undefined) {
@@ -82,6 +91,7 @@ export async function createGrant(db: Db, g: NewGrant): Promise<{ grant: Grant; 
     authTime: g.authTimeMs,
     createdAt: g.nowMs,
     revokedAt: undefined,
+    dpopJkt: g.dpopJkt,
   };
   return { grant, refreshToken };
 }
@@ -116,20 +126,30 @@ export interface RotationRow {
  * The rotation in one statement (one round trip, committed on its own): lock the presented
  * token's row (`FOR UPDATE`, so a concurrent rotation of the same token waits and then sees it
  * rotated), and when it is current, unexpired, of this client, of a live grant that holds every
- * requested scope, mark it rotated and insert its successor. Whatever happened, the locked row is
+ * requested scope, and (for a DPoP-bound family) presented with a proof of the family's key, mark
+ * it rotated and insert its successor. Whatever happened, the locked row is
  * returned, so the caller can tell a refusal, a retry and a reuse apart. The statement's
  * conditions are exactly `decideRotation`'s `rotate` case.
  */
 export async function rotateStatement(
   pool: Pool,
-  r: { tokenSha256: Buffer; raw: Buffer; clientId: string; scopes: readonly string[]; nowMs: number; ttlMs: number },
+  r: {
+    tokenSha256: Buffer;
+    raw: Buffer;
+    clientId: string;
+    scopes: readonly string[];
+    nowMs: number;
+    ttlMs: number;
+    /** Thumbprint of the DPoP proof's key, if the request had one. */
+    jkt?: string | undefined;
+  },
 ): Promise<RotationRow | undefined> {
   const { rows } = await pool.query<
     GrantRow & { expires_at: Date; rotated_at: Date | null; successor_sha256: Buffer | null; successor: Buffer; rotated_now: boolean }
   >(
     `WITH cur AS (
        SELECT t.token_sha256, t.expires_at, t.rotated_at, t.successor_sha256,
-              g.grant_id, g.user_id, g.client_id, g.scope, g.auth_time, g.created_at, g.revoked_at,
+              g.grant_id, g.user_id, g.client_id, g.scope, g.auth_time, g.created_at, g.revoked_at, g.dpop_jkt,
               sha256(g.rotation_opad || sha256(g.rotation_ipad || $2::bytea)) AS successor
          FROM refresh_tokens t JOIN oauth_grants g ON g.grant_id = t.grant_id
         WHERE t.token_sha256 = $1
@@ -138,6 +158,7 @@ export async function rotateStatement(
        SELECT token_sha256, grant_id, successor FROM cur
         WHERE rotated_at IS NULL AND revoked_at IS NULL AND expires_at > $3 AND client_id = $4
           AND string_to_array(scope, ' ') @> $6::text[]
+          AND (dpop_jkt IS NULL OR dpop_jkt = $7)
      ), rotated AS (
        UPDATE refresh_tokens t SET rotated_at = $3, successor_sha256 = sha256(ok.successor)
          FROM ok WHERE t.token_sha256 = ok.token_sha256
@@ -147,11 +168,11 @@ export async function rotateStatement(
        SELECT sha256(ok.successor), ok.grant_id, ok.token_sha256, $3, $5 FROM ok JOIN rotated USING (token_sha256)
        RETURNING 1
      )
-     SELECT cur.grant_id, cur.user_id, cur.client_id, cur.scope, cur.auth_time, cur.created_at, cur.revoked_at,
+     SELECT cur.grant_id, cur.user_id, cur.client_id, cur.scope, cur.auth_time, cur.created_at, cur.revoked_at, cur.dpop_jkt,
             cur.expires_at, cur.rotated_at, cur.successor_sha256, cur.successor,
             EXISTS (SELECT 1 FROM inserted) AS rotated_now
        FROM cur`,
-    [r.tokenSha256, r.raw, new Date(r.nowMs), r.clientId, new Date(r.nowMs + r.ttlMs), r.scopes],
+    [r.tokenSha256, r.raw, new Date(r.nowMs), r.clientId, new Date(r.nowMs + r.ttlMs), r.scopes, r.jkt ?? null],
   );
   const row = rows[0];
   if (!row) return undefined;
@@ -179,7 +200,7 @@ export async function findRefreshToken(
   tokenSha256: Buffer,
 ): Promise<{ grant: Grant; createdAt: number; expiresAt: number; rotatedAt: number | undefined } | undefined> {
   const { rows } = await db.query<GrantRow & { expires_at: Date; t_created_at: Date; rotated_at: Date | null }>(
-    `SELECT g.grant_id, g.user_id, g.client_id, g.scope, g.auth_time, g.created_at, g.revoked_at,
+    `SELECT g.grant_id, g.user_id, g.client_id, g.scope, g.auth_time, g.created_at, g.revoked_at, g.dpop_jkt,
             t.expires_at, t.created_at AS t_created_at, t.rotated_at
        FROM refresh_tokens t JOIN oauth_grants g ON g.grant_id = t.grant_id
       WHERE t.token_sha256 = $1`,

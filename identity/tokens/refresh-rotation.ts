@@ -23,7 +23,7 @@ import { isCurrent, revokeGrant, rotateStatement, type Grant } from './grant-sto
 import { refreshTokenBytes, refreshTokenHash } from './opaque.js';
 import { recordSecurityEvent, type SecurityAlert } from './security-events.js';
 
-export type RefuseReason = 'unknown' | 'expired' | 'revoked' | 'client_mismatch' | 'scope_not_granted';
+export type RefuseReason = 'unknown' | 'expired' | 'revoked' | 'client_mismatch' | 'scope_not_granted' | 'dpop_key_mismatch';
 
 export type RotationDecision =
   | { readonly kind: 'rotate' }
@@ -44,7 +44,7 @@ export interface PresentedToken {
  */
 export function decideRotation(
   t: PresentedToken | undefined,
-  req: { clientId: string; scopes: readonly string[] | undefined },
+  req: { clientId: string; scopes: readonly string[] | undefined; jkt?: string | undefined },
   successorCurrent: boolean,
   nowMs: number,
   graceMs: number,
@@ -52,6 +52,9 @@ export function decideRotation(
   if (!t) return { kind: 'refuse', reason: 'unknown' };
   // Another client's token is refused before anything else: it reveals and changes nothing.
   if (t.grant.clientId !== req.clientId) return { kind: 'refuse', reason: 'client_mismatch' };
+  // A DPoP-bound family (RFC 9449 §5) is refreshed only with a proof of its key. Checked before
+  // the rotation state: whoever lacks the key can neither rotate nor revoke the family.
+  if (t.grant.dpopJkt !== undefined && t.grant.dpopJkt !== req.jkt) return { kind: 'refuse', reason: 'dpop_key_mismatch' };
   if (t.grant.revokedAt !== undefined) return { kind: 'refuse', reason: 'revoked' };
   // A narrower scope may be asked for, never a wider one (RFC 6749 §6); checked before rotating,
   // so a refused request leaves the token usable.
@@ -77,6 +80,8 @@ export interface RotationOptions {
   graceMs: number;
   /** Lifetime of the successor. */
   ttlMs: number;
+  /** Thumbprint of the request's DPoP proof key, if it had one. */
+  jkt?: string | undefined;
 }
 
 /** Rotates `presented` (see the module comment). */
@@ -90,13 +95,20 @@ export async function rotateRefreshToken(pool: Pool, presented: string, opts: Ro
     scopes: opts.scopes ?? [],
     nowMs: opts.nowMs,
     ttlMs: opts.ttlMs,
+    jkt: opts.jkt,
   });
   if (row?.rotatedNow) return { kind: 'rotated', refreshToken: row.successor.toString('base64url'), grant: row.grant };
 
   // Not rotated now: refused, a retry, or reuse. The successor is read in a new statement, so it
   // sees a rotation that committed while this request waited for the row lock.
   const successorCurrent = row?.successorSha256 !== undefined && (await isCurrent(pool, row.successorSha256));
-  const d = decideRotation(row, { clientId: opts.clientId, scopes: opts.scopes }, successorCurrent, opts.nowMs, opts.graceMs);
+  const d = decideRotation(
+    row,
+    { clientId: opts.clientId, scopes: opts.scopes, jkt: opts.jkt },
+    successorCurrent,
+    opts.nowMs,
+    opts.graceMs,
+  );
   switch (d.kind) {
     case 'refuse':
       return { kind: 'refused', reason: d.reason };

@@ -37,6 +37,8 @@ export interface AccessTokenRequest {
   tenantId?: string | undefined;
   plan?: string | undefined;
   sid?: string | undefined;
+  /** Binds the token to this DPoP key (`cnf.jkt`, RFC 9449 §6.1). */
+  jkt?: string | undefined;
   /** Overrides the configured lifetime (e.g. 3600 s for /auth/login). */
   ttlMs?: number;
 }
@@ -80,6 +82,7 @@ export class TokenIssuer {
       tenantId: req.tenantId,
       plan: req.plan,
       sid: req.sid,
+      jkt: req.jkt,
       jti,
       nowMs: this.clock.now(),
       ttlMs,

@@ -92,8 +92,8 @@ export async function acceptNotification(deps: AcceptDeps, caller: string, n: Ne
       const id = randomUUID();
       const body: IngestionBody = { notification_id: id, status: 'accepted' };
       await client.query(
-        `INSERT INTO notifications (id, caller, event_type, recipient_id, template_id, template_data, priority, channels, locale, campaign_id, idempotency_key)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+        `INSERT INTO notifications (id, caller, event_type, recipient_id, template_id, template_data, priority, channels, locale, campaign_id, idempotency_key, notification_type)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
           id,
           caller,
@@ -106,6 +106,7 @@ export async function acceptNotification(deps: AcceptDeps, caller: string, n: Ne
           n.locale ?? null,
           n.campaignId ?? null,
           key ?? null,
+          n.notificationType,
         ],
       );
       if (key !== undefined) {

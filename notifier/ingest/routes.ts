@@ -11,11 +11,12 @@ import type { TemplatedApp } from '../../shared/uws.js';
 import { isServiceCaller, type CallerResolver } from '../caller.js';
 import type { NotifierMetrics } from '../metrics.js';
 import { acceptNotification, type AcceptDeps } from './accept.js';
-import { validateNotificationRequest } from './validate.js';
+import { validateNotificationRequest, type IngestPolicies } from './validate.js';
 
 export interface IngestRoutesOptions extends AcceptDeps {
   caller: CallerResolver;
   metrics: NotifierMetrics;
+  policies: IngestPolicies;
 }
 
 export function registerIngestRoutes(app: TemplatedApp, edge: EdgeOptions, o: IngestRoutesOptions): void {
@@ -30,7 +31,7 @@ export function registerIngestRoutes(app: TemplatedApp, edge: EdgeOptions, o: In
       }
       let priority = 'unknown';
       try {
-        const n = validateNotificationRequest(jsonBody(ctx));
+        const n = validateNotificationRequest(jsonBody(ctx), o.policies);
         priority = n.priority;
         const r = await acceptNotification(o, caller.subject, n);
         o.metrics.ingested(n.priority, r.replayed ? 'replayed' : 'accepted');

@@ -12,13 +12,14 @@
  * | `template_id` | yes | `<name>_v<N>` (notifier/templates/template-id.ts) |
  * | `template_data` | no (default `{}`) | string values; ≤ 100 keys |
  * | `priority` | yes | `transactional`, `high`, `normal`, `low`: it picks the queue, so guessing would be wrong |
- * | `channels` | no | no repeats; absent or empty = the default resolution (push only, until preferences land); `sms` only for `transactional` and `high` (else 422 `sms_not_allowed_for_tier`) |
+ * | `channels` | no | no repeats; absent or empty = resolved at routing (policy/resolve.ts); each must be allowed for the type × tier (policy/table.ts: SMS only for `transactional` and `high`, or a mandatory type, never for marketing; else 422 `channel_not_allowed`) |
+ * | `notification_type` | no | a configured type (policy/types.ts); absent = by `event_type`; 400 naming it when unknown or when no type matches |
  * | `idempotency_key` | no | 1–255 visible ASCII characters; without one a request is never de-duplicated |
  * | `locale` | no | a locale (`fr`, `fr_CA`, `fr-CA`); overrides the recipient's profile |
  * | `campaign_id` | no | 1–128 visible ASCII characters |
  *
  * 400 (`invalid_field`, naming the field) for a malformed request; 422 for a well-formed one the
- * service will not take (`audience_not_supported`, `sms_not_allowed_for_tier`).
+ * service will not take (`audience_not_supported`, `channel_not_allowed`).
  */
 import { createHash } from 'node:crypto';
 import { invalidField, PlatformError } from '../../shared/errors.js';
@@ -27,6 +28,8 @@ import { ChannelSchema, NotificationRequestSchema, PrioritySchema } from '../../
 import { canonicalLocale } from '../templates/locale.js';
 import { parseTemplateId } from '../templates/template-id.js';
 import { isChannel, isTier, type ChannelName, type Tier } from '../queues/names.js';
+import { policyFor, type PolicySettings } from '../policy/table.js';
+import type { TypeCatalog } from '../policy/types.js';
 
 /** A validated request, ready to persist. */
 export interface NewNotification {
@@ -41,17 +44,19 @@ export interface NewNotification {
   /** Canonical (`fr_CA`). */
   locale: string | undefined;
   campaignId: string | undefined;
+  /** The configured type it was classified as. */
+  notificationType: string;
+}
+
+/** What ingestion checks a request against. */
+export interface IngestPolicies {
+  catalog: TypeCatalog;
+  settings: PolicySettings;
 }
 
 const EVENT_TYPE_RE = /^[a-z][a-z0-9_-]*\.[a-z][a-z0-9_-]*$/;
 const VISIBLE_RE = /^[\x21-\x7e]+$/;
 const MAX_TEMPLATE_KEYS = 100;
-
-/**
- * Channels that may carry SMS (SMS is for transactional and opt-in critical messages only, never
- * marketing).
- */
-export const SMS_TIERS: readonly Tier[] = ['transactional', 'high'];
 
 function visibleId(field: string, value: string, max: number): string {
   if (value.length === 0) throw invalidField(field, 'must not be empty');
@@ -62,9 +67,9 @@ function visibleId(field: string, value: string, max: number): string {
 
 /**
  * Validates a decoded JSON body.
- * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_supported` | `sms_not_allowed_for_tier` (422)
+ * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_supported` | `channel_not_allowed` (422)
  */
-export function validateNotificationRequest(json: unknown): NewNotification {
+export function validateNotificationRequest(json: unknown, policies: IngestPolicies): NewNotification {
   const msg = fromJson(NotificationRequestSchema, json);
 
   if (msg.eventType === '') throw invalidField('event_type', 'is required');
@@ -105,6 +110,15 @@ export function validateNotificationRequest(json: unknown): NewNotification {
     if (locale === undefined) throw invalidField('locale', 'must be a locale such as fr, fr_CA or fr-CA');
   }
   const campaignId = msg.campaignId === undefined ? undefined : visibleId('campaign_id', msg.campaignId, 128);
+  const type = policies.catalog.typeOf(msg.eventType, msg.notificationType);
+  if (!type) {
+    throw invalidField(
+      'notification_type',
+      msg.notificationType === undefined
+        ? `no notification type matches event_type ${msg.eventType}; name one (${[...policies.catalog.types.keys()].join(', ')})`
+        : `must be one of ${[...policies.catalog.types.keys()].join(', ')}`,
+    );
+  }
 
   // Well-formed; now what this service will not take.
   if (audience) {
@@ -113,12 +127,15 @@ export function validateNotificationRequest(json: unknown): NewNotification {
       detail: 'audience: segment fan-out is not available yet; send one request per recipient_id',
     });
   }
-  if (channels.includes('sms') && !SMS_TIERS.includes(priority)) {
-    throw new PlatformError('sms_not_allowed_for_tier', {
-      field: 'channels',
-      detail: `channels: sms is only for transactional and high notifications, not ${priority}`,
-    });
-  }
+  const allowed = policyFor(type, priority, policies.settings).allowed;
+  channels.forEach((c, i) => {
+    if (!allowed.has(c)) {
+      throw new PlatformError('channel_not_allowed', {
+        field: `channels[${i}]`,
+        detail: `channels[${i}]: ${c} is not used for ${type.name} notifications at ${priority} priority (${[...allowed].join(', ')} are)`,
+      });
+    }
+  });
 
   return {
     eventType: msg.eventType,
@@ -130,6 +147,7 @@ export function validateNotificationRequest(json: unknown): NewNotification {
     idempotencyKey,
     locale,
     campaignId,
+    notificationType: type.name,
   };
 }
 
@@ -150,6 +168,7 @@ export function requestHash(n: NewNotification): string {
     [...n.channels].sort(),
     n.locale ?? null,
     n.campaignId ?? null,
+    n.notificationType,
   ]);
   return createHash('sha256').update(canonical).digest('hex');
 }

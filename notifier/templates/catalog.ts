@@ -26,8 +26,22 @@ export interface RenderRequest {
   /** The recipient's locale (the request's, else the profile's); any form `canonicalLocale` takes. Unset: the default. */
   locale?: string | undefined;
   channel: Channel;
-  /** The request's `template_data`. */
+  /**
+   * The request's `template_data`. In a digest render, the top level reads it overlaid by the last
+   * item's `template_data` and then by `count`; `{{#items}}` never reads it.
+   */
   data: TemplateData;
+  /**
+   * Set for a digest render: the held notifications' `template_data`, oldest first (the last is
+   * the most recent), for `{{#items}}`. Unset, a template using `{{#items}}` fails with
+   * `missing_variable` (`variable: 'items'`).
+   */
+  items?: readonly TemplateData[] | undefined;
+  /**
+   * A digest render's `{{count}}`: how many notifications it stands for, which may exceed the
+   * items given; at least `items.length`, its default. Only with `items`.
+   */
+  count?: number | undefined;
 }
 
 /** One channel's output, with the template and the locale variant actually used. */
@@ -98,18 +112,23 @@ function variantOf(t: CompiledTemplate, locale: string): CompiledParts {
 }
 
 /**
- * Renders one channel of a template for one recipient.
+ * Renders one channel of a template for one recipient, or, with `items`, one digest.
  * @throws TemplateNotFoundError when no such version exists
  * @throws RenderError when the chosen variant cannot be rendered with `data` (never retried in another locale)
+ * @throws RangeError when `count` is given without `items`, or is less than `items.length` (a caller's bug)
  */
 export async function renderTemplate(db: Queryable, req: RenderRequest): Promise<Rendered> {
+  if (req.items === undefined && req.count !== undefined) {
+    throw new RangeError('count is only for a digest render: pass items with it');
+  }
   const t = await compiledTemplate(db, req.templateId);
   const locale = localeChain(req.locale, t.defaultLocale).find((l) => t.sources[l] !== undefined);
   if (locale === undefined) {
     throw new RenderError('template_invalid', `the template has no ${t.defaultLocale} (default) variant`, { templateId: t.templateId });
   }
   try {
-    return { ...renderParts(variantOf(t, locale), req.channel, req.data), templateId: t.templateId, locale };
+    const digest = req.items === undefined ? undefined : { items: req.items, count: req.count };
+    return { ...renderParts(variantOf(t, locale), req.channel, req.data, digest), templateId: t.templateId, locale };
   } catch (err) {
     if (err instanceof RenderError && err.extra?.['template_id'] === undefined) {
       throw new RenderError(err.reason, err.detail ?? err.message, {

@@ -25,8 +25,10 @@ export function isTemplateNotFoundError(err: unknown): err is TemplateNotFoundEr
 
 /**
  * Why a render failed:
- * - `missing_variable`: the template uses `{{name}}` and `template_data` has no `name`;
- * - `invalid_variable`: a `template_data` value is not a string;
+ * - `missing_variable`: the template uses `{{name}}` and `template_data` (or, inside
+ *   `{{#items}}`, a digest item) has no `name`; or the template uses `{{#items}}` and this is not
+ *   a digest render (`variable: 'items'`);
+ * - `invalid_variable`: a `template_data` (or digest item) value is not a string;
  * - `channel_missing`: the template has no part for the channel asked for;
  * - `empty_output`: the push or SMS body renders to nothing (a provider would refuse it);
  * - `sms_too_long`: the SMS needs more than {@link SMS_MAX_SEGMENTS} segments;

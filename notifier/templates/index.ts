@@ -2,7 +2,8 @@
  * Templates (README, "Templates"): versioned ids `<name>_v<N>`, locale variants `<template_id>.<locale>`,
  * channel-specific rendering, and the operator API. What the rest of the notifier calls:
  *
- * - `renderTemplate(pool, {templateId, locale, channel, data})` → {@link Rendered}, or throws
+ * - `renderTemplate(pool, {templateId, locale, channel, data, items?, count?})` → {@link Rendered}
+ *   (with `items`: a digest, see syntax.ts), or throws
  *   {@link TemplateNotFoundError} (422 `unknown_template`) or {@link RenderError}
  *   (`template_render_failed`, with a `reason`: dead-letter that send, never another locale);
  * - `templateExists(pool, templateId)`, `markTemplateUsed(pool | client, templateId)`;

@@ -1,6 +1,10 @@
 /**
  * Rendering one channel's output from one locale variant: a pure function of (compiled parts,
- * channel, data). Loading and choosing the variant is index.ts's job.
+ * channel, data, digest). Loading and choosing the variant is catalog.ts's job.
+ *
+ * A digest render (a {@link Digest} is given) fills `{{#items}}` from its items and the top level
+ * from `digestData(data, items, count)` (syntax.ts). Every rule below applies to the final text,
+ * whatever the section expanded to.
  *
  * Per channel:
  * - `push`: `title` (optional) and `body`, cut to {@link PUSH_TITLE_MAX} and {@link PUSH_BODY_MAX}
@@ -16,7 +20,7 @@
  */
 import { RenderError, SMS_MAX_SEGMENTS } from './errors.js';
 import { smsSize, type SmsEncoding } from './sms.js';
-import { escapeHtml, parseTemplate, substitute, type Piece, type TemplateData } from './syntax.js';
+import { digestData, escapeHtml, parseTemplate, substitute, type Piece, type TemplateData } from './syntax.js';
 import { truncateText } from './truncate.js';
 
 export const CHANNELS = ['push', 'email', 'sms', 'in_app'] as const;
@@ -59,6 +63,13 @@ export interface RenderedContent {
   encoding?: SmsEncoding;
 }
 
+/** What a digest render adds to `data`: the held notifications' `template_data`, oldest first. */
+export interface Digest {
+  items: readonly TemplateData[];
+  /** How many notifications the digest stands for (at least `items.length`, its default). */
+  count?: number | undefined;
+}
+
 /** Parses every field of every part. @throws TemplateSyntaxError (via parseTemplate) */
 export function compileParts(parts: ChannelParts): CompiledParts {
   const out: CompiledParts = {};
@@ -84,15 +95,18 @@ function htmlFromText(text: string): string {
 }
 
 /**
- * Renders `channel` from a variant's compiled parts.
+ * Renders `channel` from a variant's compiled parts; with `digest`, as a digest.
  * @throws RenderError `channel_missing` | `missing_variable` | `invalid_variable` | `empty_output` | `sms_too_long`
+ * @throws RangeError when `digest.count` is less than its items (see digestData)
  */
-export function renderParts(parts: CompiledParts, channel: Channel, data: TemplateData): RenderedContent {
+export function renderParts(parts: CompiledParts, channel: Channel, data: TemplateData, digest?: Digest): RenderedContent {
   const part = parts[channel];
   if (!part) throw new RenderError('channel_missing', `the template has no ${channel} part`, { channel });
+  const top = digest ? digestData(data, digest.items, digest.count) : data;
+  const items = digest?.items;
   const fill = (field: string, escape?: (v: string) => string): string | undefined => {
     const pieces = part[field];
-    return pieces === undefined ? undefined : substitute(pieces, data, escape);
+    return pieces === undefined ? undefined : substitute(pieces, top, { escape, items });
   };
   switch (channel) {
     case 'push': {

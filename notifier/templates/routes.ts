@@ -10,7 +10,8 @@
  * - `GET /api/v1/admin/templates?name=&limit=&cursor=`: summaries in (name, version) order, with an
  *   opaque `next_cursor` while more remain.
  * - `POST /api/v1/admin/templates/{template_id}/render`: a preview, `{channel, locale?,
- *   template_data}` → what the channel would send; nothing is marked used.
+ *   template_data, items?, count?}` → what the channel would send; nothing is marked used.
+ *   `items` (a list of template_data objects) previews a digest template (syntax.ts).
  */
 import { PlatformError, invalidField } from '../../shared/errors.js';
 import { jsonBody, route, type EdgeOptions, type RequestContext } from '../../shared/http.js';
@@ -182,7 +183,7 @@ export function registerTemplateRoutes(
       const templateId = templateIdParam(ctx.params[0]!);
       const body = jsonBody(ctx);
       for (const k of Object.keys(body)) {
-        if (!['channel', 'locale', 'template_data'].includes(k)) throw invalidField(k, 'unknown field');
+        if (!['channel', 'locale', 'template_data', 'items', 'count'].includes(k)) throw invalidField(k, 'unknown field');
       }
       const channel = body['channel'];
       if (typeof channel !== 'string' || !(CHANNELS as readonly string[]).includes(channel)) {
@@ -195,12 +196,27 @@ export function registerTemplateRoutes(
       const data = body['template_data'] ?? {};
       if (data === null || typeof data !== 'object' || Array.isArray(data)) throw invalidField('template_data', 'must be an object');
       for (const [k, v] of Object.entries(data)) if (typeof v !== 'string') throw invalidField(`template_data.${k}`, 'must be a string');
+      const items = body['items'];
+      if (items !== undefined) {
+        if (!Array.isArray(items) || items.length > 1000)
+          throw invalidField('items', 'must be a list of at most 1000 template_data objects');
+        items.forEach((item: unknown, i) => {
+          if (item === null || typeof item !== 'object' || Array.isArray(item)) throw invalidField(`items[${i}]`, 'must be an object');
+          for (const [k, v] of Object.entries(item)) if (typeof v !== 'string') throw invalidField(`items[${i}].${k}`, 'must be a string');
+        });
+      }
+      const count = body['count'];
+      if (count !== undefined && (items === undefined || !Number.isInteger(count) || (count as number) < (items as unknown[]).length)) {
+        throw invalidField('count', 'must be an integer, at least the number of items, and only with items');
+      }
       try {
         const r = await renderTemplate(pool, {
           templateId,
           locale: locale,
           channel: channel as Channel,
           data: data as Record<string, string>,
+          ...(items !== undefined ? { items: items as Record<string, string>[] } : {}),
+          ...(count !== undefined ? { count: count as number } : {}),
         });
         const out: Record<string, unknown> = { template_id: r.templateId, locale: r.locale, channel: r.channel };
         for (const k of ['title', 'subject', 'body', 'text', 'html', 'segments', 'encoding'] as const) {

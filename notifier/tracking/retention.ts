@@ -2,13 +2,14 @@
  * Retention (README, "Tracking": delivery logs kept 90 days by default): a scheduled pg-boss job
  * deletes notifications
  * older than NOTIFIER_RETENTION with their delivery records and dead letters (ON DELETE CASCADE),
- * inbox items of the same age, and idempotency records past their time. In batches, so no single
+ * inbox items of the same age, closed digests of the same age, and idempotency records past their time. In batches, so no single
  * statement holds locks for long.
  */
 import type { Pool } from '../../shared/db.js';
 
 export interface RetentionResult {
   notifications: number;
+  digests: number;
   inboxItems: number;
   idempotencyKeys: number;
 }
@@ -31,6 +32,12 @@ export async function runRetention(pool: Pool, before: Date): Promise<RetentionR
     'DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE created_at < $1 LIMIT $2)',
     [before],
   );
+  // A digest's items and send go with their notifications; the digest row itself once closed.
+  const digests = await deleteInBatches(
+    pool,
+    `DELETE FROM digests WHERE id IN (SELECT id FROM digests WHERE status = 'closed' AND opened_at < $1 LIMIT $2)`,
+    [before],
+  );
   const inboxItems = await deleteInBatches(
     pool,
     'DELETE FROM inbox_items WHERE id IN (SELECT id FROM inbox_items WHERE created_at < $1 LIMIT $2)',
@@ -41,5 +48,5 @@ export async function runRetention(pool: Pool, before: Date): Promise<RetentionR
     'DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key FROM idempotency_keys WHERE expires_at < now() LIMIT $1)',
     [],
   );
-  return { notifications, inboxItems, idempotencyKeys };
+  return { notifications, digests, inboxItems, idempotencyKeys };
 }

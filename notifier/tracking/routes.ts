@@ -22,6 +22,7 @@ import { listInbox, markRead } from './inbox.js';
 import { PIXEL_GIF, verifyPixelFile, type PixelSigner } from './pixel.js';
 import { visible } from './states.js';
 import { notificationStatus } from './status.js';
+import type { Tier } from '../queues/names.js';
 
 export interface TrackingRoutesOptions {
   pool: Pool;
@@ -29,6 +30,8 @@ export interface TrackingRoutesOptions {
   pixel: PixelSigner;
   inboxPageSize: number;
   log: Logger;
+  /** Whether this replica defers a tier under backpressure (shown in the status view). */
+  deferred?: (tier: Tier) => boolean;
 }
 
 const MAX_PAGE = 100;
@@ -48,7 +51,7 @@ export function registerTrackingRoutes(app: TemplatedApp, edge: EdgeOptions, o: 
     async (ctx) => {
       const caller = await o.caller.callerOf(ctx);
       const id = ctx.params[0]!;
-      const s = isUuid(id) ? await notificationStatus(o.pool, id.toLowerCase()) : undefined;
+      const s = isUuid(id) ? await notificationStatus(o.pool, id.toLowerCase(), o.deferred) : undefined;
       const allowed = s && (isServiceCaller(caller, roles) || caller.subject === s.caller || caller.userId === s.recipientId);
       if (!s || !allowed) throw notFound('notification');
       return { body: toJson(StatusViewSchema, s.view) };

@@ -1,11 +1,21 @@
 /**
- * Delivery states and the rules that move them (README, "Tracking"). Pure.
+ * Delivery states, the rules that move them, and the precedence that makes a channel's and a
+ * notification's status (README, "Tracking" and "Delivery states"). Pure. This module owns the
+ * full list; notifier/README.md draws it.
  *
  * Success states are ordered, and tracking only ever moves a delivery forward along them:
  * `queued` → `sending` (internal: a worker holds it and the provider call is under way; shown as
  * `queued`) → `sent` (the provider accepted it) → `delivered` (the provider or the app confirmed
  * it) → `opened` (pixel or app) → `read` (in-app only). A late signal never moves a delivery back:
  * a "sent" arriving after "delivered" changes nothing.
+ *
+ * Held: a `queued` delivery that a policy holds until a release time (`hold_reason`, shown in its
+ * place): `quiet_hours` (until the user's quiet hours end), `digest` (a digest's send, until its
+ * window ends or its cap frees a slot). A digest's items are `digested`: folded into the digest,
+ * they show the digest send's state (`digest` while it waits, then `sent`, `delivered`, …).
+ *
+ * Suppressed, final: `opted_out` (the user turned the channel off for the type) and `capped` (over
+ * the type's cap for the channel).
  *
  * Failure states end the send path: `failed` (it cannot be delivered on this channel: no address,
  * no device token, the provider refused it for good, or, for a transactional push, it failed over
@@ -14,12 +24,21 @@
  * (`dead_lettered` → `queued`), and a transactional push parked by failover resuming its own
  * retries when the SMS also fails (`failed` → `queued`). A retry after a transient failure goes
  * `sending` → `queued` (internal; still shown as `queued`).
+ *
+ * Room left, by design, for the states the next features add, each to be placed in
+ * {@link PRECEDENCE}: campaigns `pending_approval` (held, before `queued`: waiting for an operator)
+ * and `cancelled` (suppressed, final, beside `capped`: the kill switch); provider feedback
+ * `bounced`, `complained` (final, beside `failed`: after `sent`, the mailbox refused or the user
+ * complained) and `undelivered` (the SMS carrier gave up, beside `failed`).
  */
 
-export type DeliveryStatus = 'queued' | 'sending' | 'sent' | 'delivered' | 'opened' | 'read' | 'failed' | 'dead_lettered';
+export type DeliveryStatus =
+  'queued' | 'sending' | 'sent' | 'delivered' | 'opened' | 'read' | 'failed' | 'dead_lettered' | 'opted_out' | 'capped' | 'digested';
 
-/** What callers see: `sending` is shown as `queued`. */
-export type VisibleStatus = Exclude<DeliveryStatus, 'sending'>;
+export type HoldState = 'quiet_hours' | 'digest';
+
+/** What callers see for a channel: `sending` is shown as `queued`, a hold by its reason, `digested` by its digest's state. */
+export type VisibleStatus = Exclude<DeliveryStatus, 'sending' | 'digested'> | HoldState;
 
 /** The overall status of a notification: `read` counts as `opened`. */
 export type OverallStatus = Exclude<VisibleStatus, 'read'>;
@@ -36,9 +55,12 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
   'read',
   'failed',
   'dead_lettered',
+  'opted_out',
+  'capped',
+  'digested',
 ];
 
-const RANK: Readonly<Record<Exclude<DeliveryStatus, 'failed' | 'dead_lettered'>, number>> = {
+const RANK: Readonly<Partial<Record<DeliveryStatus, number>>> = {
   queued: 0,
   sending: 1,
   sent: 2,
@@ -47,18 +69,41 @@ const RANK: Readonly<Record<Exclude<DeliveryStatus, 'failed' | 'dead_lettered'>,
   read: 5,
 };
 
+/**
+ * Which shown state wins when a channel has several deliveries, and which channel's state is the
+ * notification's: the first in this list. Progress beats waiting, waiting beats failure, and a
+ * failure (which an operator may act on) beats a suppression (which the user asked for).
+ */
+export const PRECEDENCE: readonly VisibleStatus[] = [
+  'read',
+  'opened',
+  'delivered',
+  'sent',
+  'queued',
+  'quiet_hours',
+  'digest',
+  'dead_lettered',
+  'failed',
+  'capped',
+  'opted_out',
+];
+
 export function isFailure(s: DeliveryStatus): s is 'failed' | 'dead_lettered' {
   return s === 'failed' || s === 'dead_lettered';
 }
 
-export function visible(s: DeliveryStatus): VisibleStatus {
-  return s === 'sending' ? 'queued' : s;
+/** A delivery's state as shown: `sending` as `queued`, a held one by its hold (`digested` is resolved by the caller). */
+export function visible(s: DeliveryStatus, hold?: string | null): VisibleStatus {
+  if (s === 'sending') return 'queued';
+  if (s === 'queued' && (hold === 'quiet_hours' || hold === 'digest')) return hold;
+  if (s === 'digested') return 'digest';
+  return s;
 }
 
-/** May `signal` move a delivery in `from` forward? Never out of a failure state, never backward or sideways. */
+/** May `signal` move a delivery in `from` forward? Only along the success states, never backward or sideways. */
 export function canAdvance(from: DeliveryStatus, signal: Signal): boolean {
-  if (isFailure(from)) return false;
-  return RANK[from] < RANK[signal];
+  const r = RANK[from];
+  return r !== undefined && r < RANK[signal]!;
 }
 
 /** The states `signal` may move a delivery out of (for a conditional UPDATE). */
@@ -66,32 +111,20 @@ export function advanceableFrom(signal: Signal): DeliveryStatus[] {
   return DELIVERY_STATUSES.filter((s) => canAdvance(s, signal));
 }
 
-/**
- * One channel's status from its deliveries (one per recipient): the most advanced success state;
- * a failure only when every delivery failed (`dead_lettered` if any is, since that one can be
- * re-driven).
- */
-export function channelStatus(statuses: readonly DeliveryStatus[]): VisibleStatus {
+/** The state that wins among several (see {@link PRECEDENCE}); `queued` for none. */
+export function highest(states: readonly VisibleStatus[]): VisibleStatus {
   let best: VisibleStatus | undefined;
-  let anyDead = false;
-  for (const s of statuses) {
-    if (isFailure(s)) {
-      if (s === 'dead_lettered') anyDead = true;
-      continue;
-    }
-    const v = visible(s);
-    if (best === undefined || RANK[v as keyof typeof RANK] > RANK[best as keyof typeof RANK]) best = v;
-  }
-  if (best !== undefined) return best;
-  if (statuses.length === 0) return 'queued';
-  return anyDead ? 'dead_lettered' : 'failed';
+  for (const s of states) if (best === undefined || PRECEDENCE.indexOf(s) < PRECEDENCE.indexOf(best)) best = s;
+  return best ?? 'queued';
 }
 
-/**
- * The overall status of a notification from its channels' statuses: the most advanced channel
- * (`read` counts as `opened`); `failed` or `dead_lettered` only when every channel is one of them.
- */
+/** One channel's status from its deliveries' states (one per recipient). */
+export function channelStatus(statuses: readonly DeliveryStatus[]): VisibleStatus {
+  return highest(statuses.map((s) => visible(s)));
+}
+
+/** The overall status of a notification from its channels' statuses (`read` counts as `opened`). */
 export function overallStatus(channels: readonly VisibleStatus[]): OverallStatus {
-  const s = channelStatus(channels);
+  const s = highest(channels);
   return s === 'read' ? 'opened' : s;
 }

@@ -43,8 +43,6 @@ import type { Tier } from '../queues/names.js';
 import { wakeDeliveries, type DeliveryJob } from '../queues/wake-ups.js';
 import { signedPixelUrl, type PixelSigner } from '../tracking/pixel.js';
 import {
-  claimDeliveries,
-  claimDelivery,
   deliveryState,
   ensureDelivery,
   insertDeadLetter,
@@ -55,6 +53,8 @@ import {
   type ClaimedDelivery,
 } from './delivery-sql.js';
 import { SentBatch } from './sent-batch.js';
+import { claimAndCheck, typeOfDelivery, type ClaimOptions } from './claim.js';
+import { policyFor } from '../policy/table.js';
 import { combineTokenResults, nextStep, retryDelay, type AttemptOutcome, type DeadLetterReason, type TokenResult } from './retry-policy.js';
 
 export type { DeliveryJob } from '../queues/wake-ups.js';
@@ -95,6 +95,8 @@ export interface DeliveryWorkerOptions {
   pixel: PixelSigner;
   /** Called after a commit that put work on `queue` due now. */
   wake: (queue: string) => void;
+  /** The policies checked at the claim (workers/claim.ts). */
+  policy: Pick<ClaimOptions, 'catalog' | 'settings' | 'prefsTimeoutMs' | 'unavailableRetryMs'>;
 }
 
 /**
@@ -148,11 +150,10 @@ export class DeliveryWorker {
    * profiles and push tokens (see {@link handle}). The deliveries are claimed whatever happens to
    * the reads: a failed read leaves each send to read its own.
    */
-  async claim(jobs: readonly Job<DeliveryJob>[]): Promise<ClaimedBatch> {
-    const deliveries = await claimDeliveries(
-      this.#o.pool,
+  async claim(jobs: readonly Job<DeliveryJob>[], tier?: Tier): Promise<ClaimedBatch> {
+    const deliveries = await this.#claim(
       jobs.map((j) => j.data.delivery_id),
-      this.#leaseMs,
+      tier,
     );
     if (deliveries.size === 0) return { deliveries };
     const all = [...deliveries.values()];
@@ -162,6 +163,18 @@ export class DeliveryWorker {
       this.#o.log.warn({ err }, 'reading the recipients of a batch failed; each send reads its own');
       return { deliveries };
     }
+  }
+
+  /** The claim and the policy check before the provider call (claim.ts); pokes the queues it woke. */
+  async #claim(ids: readonly string[], tier?: Tier): Promise<Map<string, ClaimedDelivery>> {
+    const o = this.#o;
+    const { deliveries, wake } = await claimAndCheck(
+      { ...o.policy, pool: o.pool, boss: o.boss, clock: o.clock, leaseMs: this.#leaseMs, metrics: o.metrics, log: o.log },
+      ids,
+      tier,
+    );
+    for (const q of wake) o.wake(q);
+    return deliveries;
   }
 
   async #recipients(ds: readonly ClaimedDelivery[]): Promise<Recipients> {
@@ -183,7 +196,7 @@ export class DeliveryWorker {
     const o = this.#o;
     const id = job.data.delivery_id;
     // A delivery with two jobs in one batch is attempted by the first only.
-    const d = batch ? takeOnce(batch.deliveries, id) : await claimDelivery(o.pool, id, this.#leaseMs);
+    const d = batch ? takeOnce(batch.deliveries, id) : (await this.#claim([id])).get(id);
     if (!d) {
       await this.#notClaimed(queue, job, id);
       return;
@@ -254,7 +267,8 @@ export class DeliveryWorker {
         templateId: d.template_id,
         locale: d.locale ?? profile?.locale,
         channel: d.channel,
-        data: d.template_data,
+        data: d.digest ? {} : d.template_data,
+        ...(d.digest ? { items: d.digest.items, count: d.digest.count } : {}),
       });
     } catch (err) {
       if (isRenderError(err)) return this.#deadLetter(d, 'render_failed', `${err.reason}: ${err.detail ?? err.message}`);
@@ -342,7 +356,10 @@ export class DeliveryWorker {
       usedSecondary: d.use_secondary,
       hasSecondary: o.channels.secondary[d.channel] !== undefined,
       failedOver: d.failed_over_to !== null,
-      smsAvailable: o.channels.primary.sms !== undefined,
+      // Failover obeys the type × tier table too: marketing never goes out by SMS.
+      smsAvailable:
+        o.channels.primary.sms !== undefined &&
+        policyFor(typeOfDelivery(o.policy.catalog, d), d.priority, o.policy.settings).allowed.has('sms'),
     });
     const detail = outcome.kind === 'sent' ? '' : outcome.detail ? `${outcome.reason}: ${outcome.detail}` : outcome.reason;
     switch (step.do) {

@@ -64,6 +64,15 @@ export interface ClaimedDelivery {
   locale: string | null;
   /** When the notification was accepted (epoch ms), for send latency. */
   accepted_at_ms: number;
+  /** NULL only for deliveries older than migration 070 (the catalogue's fallback type then). */
+  notification_type: string | null;
+  /** `digest`: the one send of a digest (its items are read when the claim closes it). */
+  kind: 'single' | 'digest';
+  digest_id: string | null;
+  /** The cap admitted this send before (`counted_at` is set): a retry is not counted again. */
+  counted: boolean;
+  /** A digest send's items (their template_data, oldest first) and how many there are in all. */
+  digest?: { items: Record<string, string>[]; count: number };
 }
 
 /**
@@ -72,29 +81,33 @@ export interface ClaimedDelivery {
  * else (already sent, delivered, failed, or another worker's live claim) claims nothing. Several
  * deliveries at once (a fetched batch), locked in id order so concurrent claims cannot deadlock.
  */
-export async function claimDeliveries(db: Queryable, ids: readonly string[], leaseMs: number): Promise<Map<string, ClaimedDelivery>> {
+export async function claimDeliveries(
+  db: Queryable,
+  ids: readonly string[],
+  leaseMs: number,
+  nowMs: number,
+): Promise<Map<string, ClaimedDelivery>> {
   const { rows } = await db.query<ClaimedDelivery>(
     `WITH prev AS (
        SELECT id, status FROM deliveries WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
      )
      UPDATE deliveries d
-        SET status = 'sending', attempts = d.attempts + 1, sending_since = now(), updated_at = now()
+        SET status = 'sending', attempts = d.attempts + 1, sending_since = now(), hold_reason = NULL, updated_at = now()
        FROM prev, notifications n
       WHERE d.id = prev.id AND n.id = d.notification_id
-        AND (prev.status = 'queued'
+        AND ((prev.status = 'queued'
+              -- A digest's send is never taken before its flush time, whatever woke it.
+              AND (d.kind = 'single' OR d.next_attempt_at IS NULL OR d.next_attempt_at <= to_timestamp($3::double precision / 1000)))
              OR (prev.status = 'sending' AND d.sending_since < now() - make_interval(secs => $2::double precision / 1000)))
      RETURNING d.id, d.notification_id, d.channel, d.recipient_id, d.priority, d.template_id, d.attempts,
                d.use_secondary, d.failed_over_to::text, prev.status AS previous_status,
                n.event_type, n.template_data, n.locale,
-               (extract(epoch FROM n.created_at) * 1000)::float8 AS accepted_at_ms`,
-    [[...new Set(ids)], leaseMs],
+               (extract(epoch FROM n.created_at) * 1000)::float8 AS accepted_at_ms,
+               coalesce(d.notification_type, n.notification_type) AS notification_type, d.kind, d.digest_id::text,
+               (d.counted_at IS NOT NULL) AS counted`,
+    [[...new Set(ids)], leaseMs, nowMs + 1000],
   );
   return new Map(rows.map((r) => [r.id, r]));
-}
-
-/** {@link claimDeliveries} for one delivery. */
-export async function claimDelivery(db: Queryable, id: string, leaseMs: number): Promise<ClaimedDelivery | undefined> {
-  return (await claimDeliveries(db, [id], leaseMs)).get(id);
 }
 
 /** Why a claim found nothing: the delivery's status and, for a live claim, when its lease ends. */

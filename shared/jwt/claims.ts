@@ -24,6 +24,11 @@ export interface AccessClaims {
   readonly tenant_id?: string;
   readonly plan?: string;
   readonly client_id?: string;
+  /**
+   * `cnf.jkt` (RFC 9449 §6.1): the token is DPoP-bound to the key with this RFC 7638 thumbprint
+   * and is accepted only with a proof made by that key, never as a bearer token.
+   */
+  readonly jkt?: string;
 }
 
 export interface ClaimExpectations {
@@ -55,6 +60,17 @@ function optionalString(p: Record<string, unknown>, name: string, max = MAX_ID_L
 function audienceOk(aud: unknown, audience: string): boolean {
   if (typeof aud === 'string') return aud === audience;
   return Array.isArray(aud) && aud.length > 0 && aud.every((a) => typeof a === 'string') && aud.includes(audience);
+}
+
+const JKT = /^[A-Za-z0-9_-]{43}$/;
+
+/** The `jkt` of a `cnf` claim; any other confirmation method (mTLS `x5t#S256`, …) is one we cannot check. */
+function confirmationJkt(cnf: unknown): string {
+  if (cnf === null || typeof cnf !== 'object' || Array.isArray(cnf)) throw new TokenError('claim_invalid', 'token claim cnf is invalid');
+  const jkt = (cnf as Record<string, unknown>).jkt;
+  if (jkt === undefined) throw new TokenError('claim_invalid', 'token is bound by a confirmation method this server does not support');
+  if (typeof jkt !== 'string' || !JKT.test(jkt)) throw new TokenError('claim_invalid', 'token claim cnf.jkt is invalid');
+  return jkt;
 }
 
 /**
@@ -107,6 +123,7 @@ export function validateAccessClaims(payload: Record<string, unknown>, want: Cla
   if (plan !== undefined) claims.plan = plan;
   const clientId = optionalString(payload, 'client_id');
   if (clientId !== undefined) claims.client_id = clientId;
+  if (payload.cnf !== undefined) claims.jkt = confirmationJkt(payload.cnf);
   return Object.freeze(claims);
 }
 

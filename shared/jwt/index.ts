@@ -1,7 +1,15 @@
 /**
  * Access-token verification for resource servers (the sidecar and identity). See verifier.ts.
  */
-export { createVerifier, VERIFIER_DEFAULTS, type Verifier, type VerifierOptions, type VerifierStats } from './verifier.js';
+export {
+  checkBinding,
+  createVerifier,
+  VERIFIER_DEFAULTS,
+  type TokenBinding,
+  type Verifier,
+  type VerifierOptions,
+  type VerifierStats,
+} from './verifier.js';
 export { quotaSubjectOf, validateAccessClaims, type AccessClaims, type ClaimExpectations } from './claims.js';
 export { TokenError, isTokenError, type TokenRejectReason } from './errors.js';
 export {

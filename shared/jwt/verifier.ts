@@ -72,13 +72,41 @@ export interface VerifierOptions {
   log?: Logger;
 }
 
+/** The key a DPoP proof for this request was made with (shared/dpop `CheckedProof.jkt`). */
+export interface TokenBinding {
+  readonly jkt: string;
+}
+
+/** The DPoP binding rule (RFC 9449 §7.1): see `Verifier.verifyAccessToken`. Throws `TokenError`. */
+export function checkBinding(claims: AccessClaims, binding: TokenBinding | 'any' | undefined): AccessClaims {
+  if (binding === 'any') return claims;
+  if (binding === undefined) {
+    if (claims.jkt !== undefined)
+      throw new TokenError('dpop_bound_as_bearer', 'this access token is DPoP-bound; send it as Authorization: DPoP with a DPoP proof');
+    return claims;
+  }
+  if (claims.jkt === undefined)
+    throw new TokenError('dpop_not_bound', 'this access token is not DPoP-bound; send it as Authorization: Bearer');
+  if (claims.jkt !== binding.jkt)
+    throw new TokenError('dpop_key_mismatch', 'the DPoP proof was made with another key than the one this token is bound to');
+  return claims;
+}
+
 export interface VerifierStats extends KeySetStats {
   cachedTokens: number;
 }
 
 export interface Verifier {
-  /** Verifies a compact JWS access token. Resolves its claims, or rejects with a `TokenError`. */
-  verifyAccessToken(token: string): Promise<AccessClaims>;
+  /**
+   * Verifies a compact JWS access token. Resolves its claims, or rejects with a `TokenError`.
+   *
+   * Without `binding` the token is a bearer token, and one that is DPoP-bound (`cnf.jkt`) is
+   * refused (`dpop_bound_as_bearer`): so every resource server refuses a bound token sent as
+   * Bearer. With `binding` (the thumbprint of a DPoP proof already checked for this request) the
+   * token must be bound to exactly that key (`dpop_not_bound`, `dpop_key_mismatch`). `'any'`
+   * skips the rule: for introspection, which reports the binding instead of enforcing it.
+   */
+  verifyAccessToken(token: string, binding?: TokenBinding | 'any'): Promise<AccessClaims>;
   /** Resolves once a key set is loaded; rejects if the first load failed (retry by calling again). */
   ready(): Promise<void>;
   /** Counters and state for health checks and tests. */
@@ -173,7 +201,15 @@ export function createVerifier(opts: VerifierOptions): Verifier {
     throw new TokenError('kid_unknown', 'token signing key is unknown');
   }
 
-  async function verifyAccessToken(token: string): Promise<AccessClaims> {
+  function verifyAccessToken(token: string, binding?: TokenBinding | 'any'): Promise<AccessClaims> {
+    if (binding === undefined || binding === 'any') return verify(token, binding);
+    // Presented under the DPoP scheme: every refusal is answered with a DPoP challenge.
+    return verify(token, binding).catch((err: unknown) => {
+      throw err instanceof TokenError ? new TokenError(err.reason, err.detail ?? err.message, 'dpop') : err;
+    });
+  }
+
+  async function verify(token: string, binding: TokenBinding | 'any' | undefined): Promise<AccessClaims> {
     if (closed) throw new TokenError('verifier_closed', 'token verification is shut down');
     const nowMs = now();
     keySet.refreshIfStale(nowMs);
@@ -182,7 +218,7 @@ export function createVerifier(opts: VerifierOptions): Verifier {
 
     const hit = cache?.get(token);
     if (hit) {
-      if (nowMs < hit.expiredAtMs && keySet.get(hit.key.kid) === hit.key) return hit.claims;
+      if (nowMs < hit.expiredAtMs && keySet.get(hit.key.kid) === hit.key) return checkBinding(hit.claims, binding);
       cache!.delete(token); // expired or its key is gone: the full check below says which
     }
 
@@ -201,7 +237,7 @@ export function createVerifier(opts: VerifierOptions): Verifier {
     // The time is read again: a refetch may have been awaited since the first reading.
     const claims = validateAccessClaims(payload, want, now());
     cache?.set(token, { claims, key, expiredAtMs: (claims.exp + want.clockToleranceSec) * 1000 });
-    return claims;
+    return checkBinding(claims, binding);
   }
 
   return {

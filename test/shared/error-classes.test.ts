@@ -95,6 +95,9 @@ const OAUTH_STATUS: Record<OAuthErrorCode, number> = {
   slow_down: 400,
   expired_token: 400,
   login_required: 400,
+  // RFC 9449 §5, §8
+  invalid_dpop_proof: 400,
+  use_dpop_nonce: 400,
 };
 
 t.test('OAuthError: a CodedError whose code is its RFC error, on the wire only as OAuth JSON', async (t) => {

@@ -18,13 +18,19 @@ import { OAuthError } from '../oauth-error.js';
 import { required, type Params } from '../params.js';
 import { verifierMatches } from '../pkce.js';
 import type { OAuthRuntime } from '../runtime.js';
+import { familyBinding, type GrantContext } from './grant-context.js';
 import { userTokenResponse } from './user-tokens.js';
 
 type Redemption =
   | { ok: true; grant: Grant; refreshToken: string | undefined; nonce: string | undefined }
   | { ok: false; description: string; alert?: SecurityAlert };
 
-export async function authorizationCodeGrant(rt: OAuthRuntime, client: OAuthClient, p: Params): Promise<Record<string, unknown>> {
+export async function authorizationCodeGrant(
+  rt: OAuthRuntime,
+  client: OAuthClient,
+  p: Params,
+  g: GrantContext,
+): Promise<Record<string, unknown>> {
   const code = required(p, 'code');
   const redirectUri = required(p, 'redirect_uri');
   const verifier = required(p, 'code_verifier');
@@ -55,6 +61,7 @@ export async function authorizationCodeGrant(rt: OAuthRuntime, client: OAuthClie
       authTimeMs: rec.authTime,
       nowMs: now,
       refreshTtlMs: client.grantTypes.includes('refresh_token') ? s.refreshTokenTtlMs : undefined,
+      dpopJkt: familyBinding(client, g),
     });
     await markCodeConsumed(db, code, grant.grantId, now);
     return { ok: true, grant, refreshToken, nonce: rec.nonce };
@@ -64,5 +71,5 @@ export async function authorizationCodeGrant(rt: OAuthRuntime, client: OAuthClie
     if (r.alert) await rt.alert(r.alert);
     throw new OAuthError('invalid_grant', r.description);
   }
-  return userTokenResponse(rt, { grant: r.grant, client, refreshToken: r.refreshToken, nonce: r.nonce });
+  return userTokenResponse(rt, { grant: r.grant, client, refreshToken: r.refreshToken, nonce: r.nonce, jkt: g.dpop?.jkt });
 }

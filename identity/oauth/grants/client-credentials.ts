@@ -9,8 +9,14 @@ import { OAuthError } from '../oauth-error.js';
 import type { Params } from '../params.js';
 import type { OAuthRuntime } from '../runtime.js';
 import { grantScopes, isApiScope, parseScope } from '../scopes.js';
+import { tokenType, type GrantContext } from './grant-context.js';
 
-export async function clientCredentialsGrant(rt: OAuthRuntime, client: OAuthClient, p: Params): Promise<Record<string, unknown>> {
+export async function clientCredentialsGrant(
+  rt: OAuthRuntime,
+  client: OAuthClient,
+  p: Params,
+  g: GrantContext,
+): Promise<Record<string, unknown>> {
   if (client.type !== 'confidential') throw new OAuthError('unauthorized_client', 'client_credentials needs a confidential client');
   const scopes = grantScopes(parseScope(p.get('scope')), client.scopes, isApiScope);
   await rt.tokens.ready();
@@ -21,6 +27,7 @@ export async function clientCredentialsGrant(rt: OAuthRuntime, client: OAuthClie
     clientId: client.clientId,
     tenantId: client.tenantId,
     plan: client.plan,
+    jkt: g.dpop?.jkt,
   });
-  return { access_token: access.token, token_type: 'Bearer', expires_in: access.expiresIn, scope: scopes.join(' ') };
+  return { access_token: access.token, token_type: tokenType(g.dpop?.jkt), expires_in: access.expiresIn, scope: scopes.join(' ') };
 }

@@ -12,11 +12,12 @@ import { lockDeviceCode, markDeviceConsumed, recordPoll } from '../device-store.
 import { OAuthError } from '../oauth-error.js';
 import { required, type Params } from '../params.js';
 import type { OAuthRuntime } from '../runtime.js';
+import { familyBinding, type GrantContext } from './grant-context.js';
 import { userTokenResponse } from './user-tokens.js';
 
 type Poll = { ok: true; grant: Grant; refreshToken: string | undefined } | { ok: false; error: OAuthError };
 
-export async function deviceCodeGrant(rt: OAuthRuntime, client: OAuthClient, p: Params): Promise<Record<string, unknown>> {
+export async function deviceCodeGrant(rt: OAuthRuntime, client: OAuthClient, p: Params, g: GrantContext): Promise<Record<string, unknown>> {
   const deviceCode = required(p, 'device_code');
   if (!looksLikeOpaqueToken(deviceCode)) throw new OAuthError('invalid_grant', 'the device code is invalid');
   await rt.tokens.ready();
@@ -41,6 +42,7 @@ export async function deviceCodeGrant(rt: OAuthRuntime, client: OAuthClient, p: 
           authTimeMs: d!.authTime ?? now,
           nowMs: now,
           refreshTtlMs: client.grantTypes.includes('refresh_token') ? rt.settings.refreshTokenTtlMs : undefined,
+          dpopJkt: familyBinding(client, g),
         });
         await markDeviceConsumed(db, deviceCode, grant.grantId);
         return { ok: true, grant, refreshToken };
@@ -48,5 +50,5 @@ export async function deviceCodeGrant(rt: OAuthRuntime, client: OAuthClient, p: 
     }
   });
   if (!r.ok) throw r.error;
-  return userTokenResponse(rt, { grant: r.grant, client, refreshToken: r.refreshToken });
+  return userTokenResponse(rt, { grant: r.grant, client, refreshToken: r.refreshToken, jkt: g.dpop?.jkt });
 }

@@ -6,6 +6,7 @@
 import type { OAuthClient } from '../../clients/client.js';
 import type { Grant } from '../../tokens/grant-store.js';
 import { OAuthError } from '../oauth-error.js';
+import { tokenType } from './grant-context.js';
 import type { OAuthRuntime } from '../runtime.js';
 import { accessTokenScope, joinScopes, splitScopes } from '../scopes.js';
 
@@ -17,6 +18,8 @@ export interface UserTokenInput {
   nonce?: string | undefined;
   /** A narrower set than the grant's (refresh with `scope`). */
   scopes?: readonly string[] | undefined;
+  /** The request's DPoP key: the access token is bound to it. */
+  jkt?: string | undefined;
 }
 
 export async function userTokenResponse(rt: OAuthRuntime, i: UserTokenInput): Promise<Record<string, unknown>> {
@@ -29,10 +32,11 @@ export async function userTokenResponse(rt: OAuthRuntime, i: UserTokenInput): Pr
     scope: accessTokenScope(scopes),
     clientId: i.client.clientId,
     sid: i.grant.grantId,
+    jkt: i.jkt,
   });
   const body: Record<string, unknown> = {
     access_token: access.token,
-    token_type: 'Bearer',
+    token_type: tokenType(i.jkt),
     expires_in: access.expiresIn,
     scope: joinScopes(scopes),
   };

@@ -8,23 +8,18 @@
 import t from 'tap';
 import * as client from 'openid-client';
 import { decidePoll, formatUserCode, newUserCode, normalizeUserCode } from '../../../identity/oauth/device-flow.js';
-import { postForm, startOAuthServer, type OAuthServer } from './helpers.js';
+import { browserApproveDevice, postForm, startOAuthServer, type OAuthServer } from './helpers.js';
 
 const PASSWORD = 'correct horse battery staple';
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 
-async function approve(
+function approve(
   srv: OAuthServer,
   userCode: string,
   action: 'approve' | 'deny',
   password = PASSWORD,
 ): Promise<{ status: number; body: string }> {
-  const res = await fetch(`${srv.issuer}/auth/device`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ user_code: userCode, email: 'tv@example.com', password, action }).toString(),
-  });
-  return { status: res.status, body: await res.text() };
+  return browserApproveDevice(srv.issuer, userCode, 'tv@example.com', password, action);
 }
 
 function poll(srv: OAuthServer, deviceCode: string, clientId = 'tv-app'): ReturnType<typeof postForm> {

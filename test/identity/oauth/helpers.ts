@@ -174,19 +174,27 @@ export interface SignInResult {
   /** Where the server sent the browser (undefined when it answered with a page). */
   location: string | undefined;
   body: string;
+  headers: Headers;
+}
+
+/** The `name=value` of the cookie a page set (the form cookie of the sign-in and device pages), or ''. */
+export function cookieOf(res: Response): string {
+  return (res.headers.get('set-cookie') ?? '').split(';')[0]!.trim();
 }
 
 /**
  * Does what a person's browser does: opens the authorization URL (the sign-in page), fills in
- * the form and submits it. Returns where the server redirected.
+ * the form and submits it, with the page's cookie and the headers a browser sends on a
+ * same-origin form post (plus `headers` on both requests). Returns where the server redirected.
  */
 export async function browserSignIn(
   authorizationUrl: URL | string,
   email: string,
   password: string,
   action = 'approve',
+  headers: Record<string, string> = {},
 ): Promise<SignInResult> {
-  const page = await fetch(authorizationUrl, { redirect: 'manual' });
+  const page = await fetch(authorizationUrl, { redirect: 'manual', headers });
   const html = await page.text();
   if (page.status !== 200) throw new Error(`sign-in page answered ${page.status}: ${html.slice(0, 300)}`);
   const form = hiddenInputs(html);
@@ -196,11 +204,52 @@ export async function browserSignIn(
   const u = new URL(authorizationUrl);
   const res = await fetch(`${u.origin}/authorize`, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      cookie: cookieOf(page),
+      origin: u.origin,
+      'sec-fetch-site': 'same-origin',
+      ...headers,
+    },
     body: form.toString(),
     redirect: 'manual',
   });
-  return { status: res.status, location: res.headers.get('location') ?? undefined, body: await res.text() };
+  return { status: res.status, location: res.headers.get('location') ?? undefined, body: await res.text(), headers: res.headers };
+}
+
+/**
+ * What a person does on the device page: opens it with the code, then signs in and approves (or
+ * denies) there, as a browser posts the form. When the page has no approval form (an unknown,
+ * used or expired code), that page is the answer.
+ */
+export async function browserApproveDevice(
+  issuer: string,
+  userCode: string,
+  email: string,
+  password: string,
+  action: 'approve' | 'deny' = 'approve',
+  headers: Record<string, string> = {},
+): Promise<SignInResult> {
+  const page = await fetch(`${issuer}/auth/device?user_code=${encodeURIComponent(userCode)}`, { headers });
+  const html = await page.text();
+  const form = hiddenInputs(html);
+  if (!form.has('csrf_token')) return { status: page.status, location: undefined, body: html, headers: page.headers };
+  form.set('email', email);
+  form.set('password', password);
+  form.set('action', action);
+  const res = await fetch(`${issuer}/auth/device`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      cookie: cookieOf(page),
+      origin: new URL(issuer).origin,
+      'sec-fetch-site': 'same-origin',
+      ...headers,
+    },
+    body: form.toString(),
+    redirect: 'manual',
+  });
+  return { status: res.status, location: res.headers.get('location') ?? undefined, body: await res.text(), headers: res.headers };
 }
 
 /** POSTs a form to the server; returns status, headers and parsed JSON (or text). */

@@ -82,6 +82,8 @@ t.test('rotationPolicy: a key retires after the longest token lifetime (1 h logi
     keyRotationIntervalMs: 30 * DAY,
     jwksMaxAgeMs: 15 * MIN,
     adminToken: undefined,
+    loginThrottle: { perAccount: 5, perIp: 20, windowMs: 15 * MIN },
+    serviceSecret: undefined,
   });
   t.equal(p.retireAfterMs, 61 * MIN);
 });

@@ -238,28 +238,32 @@ t.test('commands: roles, If-Match, 409 on a conflict with nothing written, inval
 });
 
 t.test('modify and delete: admin; a customer deletes only a small placed order; a deleted order is gone', async (t) => {
-  const placed = await call('POST', '/checkout', { token: bob, body: checkoutBody({ order_id: 'bob-order-1' }) });
+  const placed = await call('POST', '/checkout', { token: bob, body: checkoutBody({ idempotency_key: 'bob-order-1' }) });
   t.equal(placed.status, 201);
-  const dup = await call('POST', '/checkout', { token: bob, body: checkoutBody({ order_id: 'bob-order-1' }) });
+  // The order's id is the server's; the key only makes the repeat safe.
+  const bobOrder = String(placed.json?.order_id);
+  t.not(bobOrder, 'bob-order-1');
+  const dup = await call('POST', '/checkout', { token: bob, body: checkoutBody({ idempotency_key: 'bob-order-1' }) });
   t.equal(dup.status, 409);
   t.equal(dup.json?.code, 'order_already_exists');
-  t.equal((await call('POST', '/order/bob-order-1/modify', { token: bob, body: { items } })).status, 403);
-  const modified = await call('POST', '/order/bob-order-1/modify', {
+  t.equal(dup.json?.order_id, bobOrder);
+  t.equal((await call('POST', `/order/${bobOrder}/modify`, { token: bob, body: { items } })).status, 403);
+  const modified = await call('POST', `/order/${bobOrder}/modify`, {
     token: admin,
     body: { items: [{ sku: 'PEN', quantity: 1, price: 2 }], reason: 'r' },
   });
   t.match(modified.json, { total: 2, status: 'processing' });
-  t.equal((await call('DELETE', '/order/bob-order-1', { token: bob })).status, 403, 'not placed any more');
-  const deleted = await call('DELETE', '/order/bob-order-1?reason=fraud', { token: admin });
+  t.equal((await call('DELETE', `/order/${bobOrder}`, { token: bob })).status, 403, 'not placed any more');
+  const deleted = await call('DELETE', `/order/${bobOrder}?reason=fraud`, { token: admin });
   t.equal(deleted.status, 200);
   t.equal(deleted.json?.deleted, true);
-  t.equal((await call('GET', '/order/bob-order-1?consistent=true', { token: bob })).status, 404);
-  await waitFor(async () => (await call('GET', '/order/bob-order-1?reason=ticket-1', { token: admin })).status === 404, {
+  t.equal((await call('GET', `/order/${bobOrder}?consistent=true`, { token: bob })).status, 404);
+  await waitFor(async () => (await call('GET', `/order/${bobOrder}?reason=ticket-1`, { token: admin })).status === 404, {
     what: 'the order to leave the read model',
   });
   const timeline = await waitFor(
     async () => {
-      const entries = await identity.events.readModels.timeline('bob-order-1');
+      const entries = await identity.events.readModels.timeline(bobOrder);
       return entries.length === 5 ? entries : undefined;
     },
     { what: 'the timeline to take the OrderDeleted' },

@@ -5,7 +5,7 @@
  * is never sent again.
  */
 import t from 'tap';
-import { addDevice, createTemplate, deliveries, putProfile, request, scriptedChannels, startCore } from './helpers.js';
+import { addDevice, createTemplate, deliveries, putProfile, request, scriptedChannels, startCore, summary } from './helpers.js';
 import { waitFor } from '../../harness/wait.js';
 import { getProfiles } from '../../../notifier/profiles/index.js';
 
@@ -28,7 +28,7 @@ t.test('a notification reaches every requested channel, once', async (t) => {
   const id = r.body.notification_id as string;
 
   const s = await core.waitStatus(id, (s) => Object.values(s.channels).every((c) => c === 'sent'));
-  t.same(s, { status: 'sent', channels: { push: 'sent', email: 'sent', sms: 'sent', in_app: 'sent' } });
+  t.same(summary(s), { status: 'sent', channels: { push: 'sent', email: 'sent', sms: 'sent', in_app: 'sent' } });
 
   const d = await deliveries(core, id);
   t.equal(d.push.attempts, 1, 'one attempt each');
@@ -76,13 +76,14 @@ t.test('a notification reaches every requested channel, once', async (t) => {
   t.equal(channels.primary.email.calls.length, 1, 'a sent delivery is skipped, not sent again');
 });
 
-t.test('without channels the default is push only; a request locale overrides the profile', async (t) => {
+t.test('without channels a type whose defaults are push only goes to push; a request locale overrides the profile', async (t) => {
   const channels = scriptedChannels();
   const core = await startCore(t, 'core_default', { channels });
   await createTemplate(core, 'code_v1');
   await putProfile(core, 'u2', { locale: 'fr' });
   await addDevice(core, 'u2', 'tok');
-  const r = await core.notify(request({ recipient_id: 'u2', priority: 'normal', locale: 'en-US' }));
+  // user.* matches only the default catalogue's fallback type, `general`, whose channels are push.
+  const r = await core.notify(request({ recipient_id: 'u2', priority: 'normal', locale: 'en-US', event_type: 'user.welcome' }));
   t.equal(r.status, 202);
   const s = await core.waitStatus(r.body.notification_id, (s) => s.status === 'sent');
   t.same(s.channels, { push: 'sent' });

@@ -239,3 +239,8 @@ export async function deliveries(core: Core, notificationId: string): Promise<Re
   const { rows } = await core.db.pool.query('SELECT * FROM deliveries WHERE notification_id = $1', [notificationId]);
   return Object.fromEntries(rows.map((r) => [r.channel, r]));
 }
+
+/** A status view without its per-channel `details`: the overall status and each channel's. */
+export function summary(view: Json): { status: string; channels: Record<string, string> } {
+  return { status: view.status, channels: view.channels };
+}

@@ -69,7 +69,9 @@ t.test('low is deferred while transactional and high are backed up', async (t) =
   // Every low worker (route and four channels) has looked several times since low was queued.
   const refusedBefore = lowRefused;
   await waitFor(() => lowRefused >= refusedBefore + 25, { what: 'the low workers to be held back again' });
-  t.equal((await core.status(low)).status, 'queued', 'low waits while high has a backlog');
+  const waiting = await core.status(low);
+  t.equal(waiting.status, 'queued', 'low waits while high has a backlog');
+  t.match(waiting.details.in_app.reason, /^deferred: the low tier waits/, 'and says why');
   release();
   await core.waitStatus(low, (s) => s.status === 'sent', 10_000);
   t.pass('and goes out once the backlog drains');

@@ -10,6 +10,11 @@ import { Reconciler } from '../../../notifier/workers/reconcile.js';
 import { routeQueue } from '../../../notifier/queues/names.js';
 import type { RouteJob } from '../../../notifier/queues/wake-ups.js';
 import { testLogger } from '../../harness/log.js';
+import { systemClock } from '../../../shared/clock.js';
+import { createRegistry } from '../../../shared/metrics.js';
+import { createNotifierMetrics } from '../../../notifier/metrics.js';
+import { DEFAULT_NOTIFICATION_TYPES, parseTypeCatalog } from '../../../notifier/policy/types.js';
+import { loadPreferences, PreferenceCache } from '../../../notifier/preferences/index.js';
 import { createTemplate, request, startCore } from './helpers.js';
 
 t.test('lost wake-ups are replaced, live ones are left alone', async (t) => {
@@ -43,7 +48,25 @@ t.test('lost wake-ups are replaced, live ones are left alone', async (t) => {
   });
 
   // Route it by hand, as the worker would: the deliveries and their wake-ups appear.
-  const router = new RoutingWorker({ pool, boss, log, wake: () => {} });
+  const catalog = parseTypeCatalog(DEFAULT_NOTIFICATION_TYPES);
+  const router = new RoutingWorker({
+    pool,
+    boss,
+    log,
+    wake: () => {},
+    catalog,
+    settings: { quietHoursTiers: ['normal'] },
+    preferences: new PreferenceCache({
+      ttlMs: 0,
+      maxEntries: 10,
+      clock: systemClock,
+      listening: () => false,
+      load: (ids) => loadPreferences(pool, ids),
+    }),
+    prefsTimeoutMs: 1_000,
+    metrics: createNotifierMetrics(createRegistry('test'), { clock: systemClock }),
+    clock: systemClock,
+  });
   const fetched = (await boss.fetch<RouteJob>(routeQueue('high'), { batchSize: 10 })) ?? [];
   t.equal(fetched.length, 1, 'one routing job to run');
   await router.handleBatch(routeQueue('high'), fetched);

@@ -10,7 +10,7 @@ import { pixelFile, pixelSigner } from '../../../notifier/tracking/pixel.js';
 import { advanceDelivery } from '../../../notifier/tracking/advance.js';
 import { runRetention } from '../../../notifier/tracking/retention.js';
 import { RETENTION_QUEUE } from '../../../notifier/queues/names.js';
-import { addDevice, createTemplate, deliveries, putProfile, request, scriptedChannels, startCore, FAST_ENV } from './helpers.js';
+import { addDevice, createTemplate, deliveries, putProfile, request, scriptedChannels, startCore, FAST_ENV, summary } from './helpers.js';
 
 t.test('tracking', async (t) => {
   const channels = scriptedChannels();
@@ -41,7 +41,7 @@ t.test('tracking', async (t) => {
         .toString(),
       'GIF89a',
     );
-    t.same(await core.status(id), { status: 'opened', channels: { email: 'opened' } });
+    t.same(summary(await core.status(id)), { status: 'opened', channels: { email: 'opened' } });
 
     // Forward only: a late "sent" or "delivered" changes nothing.
     t.same(await advanceDelivery(core.db.pool, d.id, 'delivered'), { status: 'opened', moved: false });
@@ -126,7 +126,7 @@ t.test('tracking', async (t) => {
     const unread = await core.api('GET', `${base}?unread=true`, undefined, me);
     t.equal(unread.body.notifications.length, 4);
     t.notOk(unread.body.notifications.some((n: { id: string }) => n.id === item.id));
-    t.same(await core.status(ids[4]!), { status: 'opened', channels: { in_app: 'read' } }, 'the in_app delivery reports read');
+    t.same(summary(await core.status(ids[4]!)), { status: 'opened', channels: { in_app: 'read' } }, 'the in_app delivery reports read');
   });
 
   await t.test('retention deletes what is older than the window, on a schedule', async (t) => {
@@ -141,10 +141,17 @@ t.test('tracking', async (t) => {
     await core.db.pool.query(`UPDATE notifications SET created_at = now() - interval '91 days' WHERE id = $1`, [old]);
     await core.db.pool.query(`UPDATE inbox_items SET created_at = now() - interval '91 days' WHERE notification_id = $1`, [old]);
     await core.db.pool.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 day' WHERE key = 'old'`);
+    // A closed digest of that age, and an open one, which stays whatever its age.
+    await core.db.pool.query(
+      `INSERT INTO digests (id, user_id, notification_type, channel, status, delivery_id, opened_at)
+       VALUES (gen_random_uuid(), 'u1', 'social_activity', 'push', 'closed', gen_random_uuid(), now() - interval '91 days'),
+              (gen_random_uuid(), 'u1', 'social_activity', 'push', 'open', gen_random_uuid(), now() - interval '91 days')`,
+    );
     const clock = new FakeClock(Date.now());
     const total = (await core.db.pool.query('SELECT count(*)::int AS n FROM notifications')).rows[0].n;
     const result = await runRetention(core.db.pool, new Date(clock.now() - 90 * 86_400_000));
-    t.same(result, { notifications: 1, inboxItems: 1, idempotencyKeys: 1 });
+    t.same(result, { notifications: 1, digests: 1, inboxItems: 1, idempotencyKeys: 1 });
+    t.same((await core.db.pool.query('SELECT status FROM digests')).rows, [{ status: 'open' }], 'an open digest is never deleted');
     t.equal((await core.db.pool.query('SELECT count(*)::int AS n FROM notifications')).rows[0].n, total - 1);
     t.equal(
       (await core.db.pool.query('SELECT count(*)::int AS n FROM deliveries WHERE notification_id = $1', [old])).rows[0].n,

@@ -19,8 +19,10 @@ import { pixelFile, pixelSigner, verifyPixelFile } from '../../../notifier/track
 import { decodeCursor, encodeCursor } from '../../../notifier/tracking/inbox.js';
 import { deliveryKey } from '../../../notifier/workers/delivery-sql.js';
 import { leaseMs, withPixel } from '../../../notifier/workers/deliver.js';
-import { resolveChannels } from '../../../notifier/workers/route.js';
+import { DEFAULT_NOTIFICATION_TYPES, parseTypeCatalog } from '../../../notifier/policy/types.js';
 import { allQueues } from '../../../notifier/queues/names.js';
+
+const policies = { catalog: parseTypeCatalog(DEFAULT_NOTIFICATION_TYPES), settings: { quietHoursTiers: ['normal' as const] } };
 
 const base = {
   event_type: 'order.shipped',
@@ -32,13 +34,16 @@ const base = {
 };
 
 t.test('request fingerprints ignore key order and channel order, nothing else', async (t) => {
-  const h = requestHash(validateNotificationRequest(base));
-  t.equal(requestHash(validateNotificationRequest({ ...base, template_data: { b: '2', a: '1' }, channels: ['email', 'push'] })), h);
-  t.equal(requestHash(validateNotificationRequest({ ...base, idempotency_key: 'k' })), h, 'the key itself is not part of it');
-  t.not(requestHash(validateNotificationRequest({ ...base, template_data: { a: '1', b: '3' } })), h);
-  t.not(requestHash(validateNotificationRequest({ ...base, priority: 'transactional' })), h);
-  t.not(requestHash(validateNotificationRequest({ ...base, locale: 'fr' })), h);
-  const n = validateNotificationRequest({ ...base, locale: 'pt-br', campaign_id: 'spring' });
+  const h = requestHash(validateNotificationRequest(base, policies));
+  t.equal(
+    requestHash(validateNotificationRequest({ ...base, template_data: { b: '2', a: '1' }, channels: ['email', 'push'] }, policies)),
+    h,
+  );
+  t.equal(requestHash(validateNotificationRequest({ ...base, idempotency_key: 'k' }, policies)), h, 'the key itself is not part of it');
+  t.not(requestHash(validateNotificationRequest({ ...base, template_data: { a: '1', b: '3' } }, policies)), h);
+  t.not(requestHash(validateNotificationRequest({ ...base, priority: 'transactional' }, policies)), h);
+  t.not(requestHash(validateNotificationRequest({ ...base, locale: 'fr' }, policies)), h);
+  const n = validateNotificationRequest({ ...base, locale: 'pt-br', campaign_id: 'spring' }, policies);
   t.match(n, {
     eventType: 'order.shipped',
     recipientId: 'u1',
@@ -48,7 +53,7 @@ t.test('request fingerprints ignore key order and channel order, nothing else', 
     campaignId: 'spring',
   });
   const { template_data: _omit, ...withoutData } = base;
-  t.same(validateNotificationRequest(withoutData).templateData, {}, 'template_data is optional');
+  t.same(validateNotificationRequest(withoutData, policies).templateData, {}, 'template_data is optional');
 });
 
 t.test('delivery states move forward only', async (t) => {
@@ -200,8 +205,6 @@ t.test('pixel signatures, cursors, keys and names', async (t) => {
   t.equal(deliveryKey('n', 'push', 'u'), deliveryKey('n', 'push', 'u'));
   t.not(deliveryKey('n', 'push', 'u'), deliveryKey('n', 'sms', 'u'));
   t.match(deliveryKey('n', 'push', 'u'), /^[0-9a-f]{64}$/);
-  t.same(resolveChannels([]), ['push']);
-  t.same(resolveChannels(['sms', 'email']), ['sms', 'email']);
   t.equal(allQueues().length, 21, '4 routing + 16 delivery + retention');
   t.equal(leaseMs(10_000), 15_000);
   t.equal(leaseMs(1_000), 2_000);

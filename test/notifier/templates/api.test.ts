@@ -213,5 +213,25 @@ t.test('preview: what each channel would send', async (t) => {
   t.match(badChannel.body, { status: 400, field: 'channel' });
   const badData = await call(srv.url, 'POST', path, srv.admin, { channel: 'push', template_data: { n: 1 } });
   t.match(badData.body, { status: 400, field: 'template_data.n' });
+
+  // A digest template previews with items (notifier/templates/syntax.ts, `{{#items}}`).
+  const digest = `${BASE}/likes_digest_v1`;
+  const put = await call(srv.url, 'PUT', digest, srv.admin, {
+    default_locale: 'en',
+    variants: { en: { push: { body: '{{count}} new: {{#items}}{{actor}} {{/items}}' } } },
+  });
+  t.equal(put.status, 201);
+  const preview = await call(srv.url, 'POST', `${digest}/render`, srv.admin, {
+    channel: 'push',
+    items: [{ actor: 'Ann' }, { actor: 'Bob' }],
+    count: 5,
+  });
+  t.match(preview.body, { body: '5 new: Ann Bob ' });
+  const noItems = await call(srv.url, 'POST', `${digest}/render`, srv.admin, { channel: 'push', template_data: { count: '2' } });
+  t.match(noItems.body, { status: 422, reason: 'missing_variable', variable: 'items' }, 'without items a digest template cannot render');
+  const badItem = await call(srv.url, 'POST', `${digest}/render`, srv.admin, { channel: 'push', items: [{ actor: 1 }] });
+  t.match(badItem.body, { status: 400, field: 'items[0].actor' });
+  const badCount = await call(srv.url, 'POST', `${digest}/render`, srv.admin, { channel: 'push', items: [{ actor: 'A' }], count: 0 });
+  t.match(badCount.body, { status: 400, field: 'count' });
   t.equal((await call(srv.url, 'POST', path, srv.user('u1'), { channel: 'push' })).status, 403);
 });

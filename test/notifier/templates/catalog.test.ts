@@ -2,7 +2,7 @@
  * The functions the notifier calls, against real PostgreSQL: renderTemplate's locale fallback
  * (xx_YY → xx → default, only for a missing variant), a render error that never falls back to
  * another locale, TemplateNotFoundError, templateExists, and markTemplateUsed freezing a version,
- * including against a concurrent replacement and a rolled-back mark.
+ * including against a concurrent replacement and a rolled-back mark; and one digest render.
  */
 import t from 'tap';
 import { migrate } from '../../../shared/migrate.js';
@@ -179,4 +179,42 @@ t.test('a replacement racing the first use: it waits for the mark and is then re
     client.release();
   }
   t.equal((await renderTemplate(db.pool, { templateId: 'race_v1', channel: 'push', data: {} })).body, 'a');
+});
+
+t.test('a digest renders through renderTemplate: items, count, the top level from the last item', async (t) => {
+  await put('likes_digest_v1', {
+    default_locale: 'en',
+    variants: {
+      en: {
+        push: { title: '{{actor}} and others: {{count}} likes', body: '{{count}} new: {{#items}}{{actor}} liked {{post}}. {{/items}}' },
+      },
+      fr: { push: { title: '{{actor}} et d’autres : {{count}}', body: '{{count}} : {{#items}}{{actor}} aime {{post}}. {{/items}}' } },
+    },
+  });
+  const items = [
+    { actor: 'Ann', post: 'Pics' },
+    { actor: 'Bob', post: 'Cats' },
+  ];
+  const r = await renderTemplate(db.pool, { templateId: 'likes_digest_v1', locale: 'fr_CA', channel: 'push', data: {}, items, count: 5 });
+  t.same(r, {
+    channel: 'push',
+    title: 'Bob et d’autres : 5',
+    body: '5 : Ann aime Pics. Bob aime Cats. ',
+    templateId: 'likes_digest_v1',
+    locale: 'fr',
+  });
+
+  const err = (await renderFailure(
+    renderTemplate(db.pool, { templateId: 'likes_digest_v1', channel: 'push', data: { actor: 'Ann', post: 'Pics', count: '1' } }),
+  )) as RenderError;
+  t.type(err, RenderError, 'not a digest render');
+  t.same(err.extra, { reason: 'missing_variable', variable: 'items', template_id: 'likes_digest_v1', locale: 'en', channel: 'push' });
+
+  const inItem = (await renderFailure(
+    renderTemplate(db.pool, { templateId: 'likes_digest_v1', channel: 'push', data: {}, items: [{ actor: 'Ann' }] }),
+  )) as RenderError;
+  t.equal(inItem.variable, 'post');
+  t.equal(inItem.detail, 'items[0] has no value for {{post}}');
+
+  await t.rejects(renderTemplate(db.pool, { templateId: 'likes_digest_v1', channel: 'push', data: {}, count: 2 }), RangeError);
 });

@@ -1,8 +1,9 @@
 // @tier: pure
 /**
- * The pure template core: the `{{name}}` language, locale fallback chains, safe push truncation,
- * SMS segment counting (GSM-7 160/153, UCS-2 70/67, escapes and surrogate pairs never split),
- * per-channel rendering, and the validation of template definitions.
+ * The pure template core: the `{{name}}` language (its digest section: digest.test.ts), locale
+ * fallback chains, safe push truncation, SMS segment counting (GSM-7 160/153, UCS-2 70/67, escapes
+ * and surrogate pairs never split), per-channel rendering, and the validation of template
+ * definitions.
  */
 import t from 'tap';
 import fc from 'fast-check';
@@ -19,7 +20,7 @@ import { PlatformError } from '../../../shared/errors.js';
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 const render = (src: string, data: Record<string, string>, escape?: (s: string) => string): string =>
-  substitute(parseTemplate(src), data, escape);
+  substitute(parseTemplate(src), data, { escape });
 
 function renderFailure(fn: () => unknown): RenderError {
   try {
@@ -65,8 +66,9 @@ t.test('a non-string value is invalid_variable', async (t) => {
   t.equal(e.variable, 'n');
 });
 
-t.test('syntax errors: only {{name}}, nothing else', async (t) => {
-  const other = (i: number): string => `{{ at character ${i} must be {{name}} (letters, digits, _ . -); no other syntax is supported`;
+t.test('syntax errors: only {{name}} and {{#items}}, nothing else', async (t) => {
+  const other = (i: number): string =>
+    `{{ at character ${i} must be {{name}} (letters, digits, _ . -), {{#items}} or {{/items}}; no other syntax is supported`;
   const cases: [string, string, number][] = [
     ['Hi {{name', 'unclosed {{ at character 3', 3],
     ['{{}}', other(0), 0],

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file notify/v1/notify.proto.
  */
 export const file_notify_v1_notify: GenFile = /*@__PURE__*/
-  fileDesc("ChZub3RpZnkvdjEvbm90aWZ5LnByb3RvEglub3RpZnkudjEiGwoIQXVkaWVuY2USDwoHc2VnbWVudBgBIAEoCSK3AwoTTm90aWZpY2F0aW9uUmVxdWVzdBISCgpldmVudF90eXBlGAEgASgJEhYKDHJlY2lwaWVudF9pZBgCIAEoCUgAEicKCGF1ZGllbmNlGAMgASgLMhMubm90aWZ5LnYxLkF1ZGllbmNlSAASEwoLdGVtcGxhdGVfaWQYBCABKAkSRwoNdGVtcGxhdGVfZGF0YRgFIAMoCzIwLm5vdGlmeS52MS5Ob3RpZmljYXRpb25SZXF1ZXN0LlRlbXBsYXRlRGF0YUVudHJ5EiUKCHByaW9yaXR5GAYgASgOMhMubm90aWZ5LnYxLlByaW9yaXR5EiQKCGNoYW5uZWxzGAcgAygOMhIubm90aWZ5LnYxLkNoYW5uZWwSFwoPaWRlbXBvdGVuY3lfa2V5GAggASgJEhMKBmxvY2FsZRgJIAEoCUgBiAEBEhgKC2NhbXBhaWduX2lkGAogASgJSAKIAQEaMwoRVGVtcGxhdGVEYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIICgZ0YXJnZXRCCQoHX2xvY2FsZUIOCgxfY2FtcGFpZ25faWQiPAoRSW5nZXN0aW9uUmVzcG9uc2USFwoPbm90aWZpY2F0aW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCSKEAQoKU3RhdHVzVmlldxIOCgZzdGF0dXMYASABKAkSNQoIY2hhbm5lbHMYAiADKAsyIy5ub3RpZnkudjEuU3RhdHVzVmlldy5DaGFubmVsc0VudHJ5Gi8KDUNoYW5uZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKAAgoJSW5ib3hJdGVtEgoKAmlkGAEgASgJEhcKD25vdGlmaWNhdGlvbl9pZBgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg0KBXRpdGxlGAQgASgJEgwKBGJvZHkYBSABKAkSLAoEZGF0YRgGIAMoCzIeLm5vdGlmeS52MS5JbmJveEl0ZW0uRGF0YUVudHJ5EhIKCmNyZWF0ZWRfYXQYByABKAESDAoEcmVhZBgIIAEoCBIUCgdyZWFkX2F0GAkgASgBSACIAQEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCgoIX3JlYWRfYXQiYgoJSW5ib3hQYWdlEisKDW5vdGlmaWNhdGlvbnMYASADKAsyFC5ub3RpZnkudjEuSW5ib3hJdGVtEhgKC25leHRfY3Vyc29yGAIgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIogBChJDaGFubmVsUHJlZmVyZW5jZXMSEQoEcHVzaBgBIAEoCEgAiAEBEhIKBWVtYWlsGAIgASgISAGIAQESEAoDc21zGAMgASgISAKIAQESEwoGaW5fYXBwGAQgASgISAOIAQFCBwoFX3B1c2hCCAoGX2VtYWlsQgYKBF9zbXNCCQoHX2luX2FwcCIoCgpRdWlldEhvdXJzEg0KBXN0YXJ0GAEgASgJEgsKA2VuZBgCIAEoCSK1AgoLUHJlZmVyZW5jZXMSNAoNb3JkZXJfdXBkYXRlcxgBIAEoCzIdLm5vdGlmeS52MS5DaGFubmVsUHJlZmVyZW5jZXMSNgoPc29jaWFsX2FjdGl2aXR5GAIgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxI2Cg9zZWN1cml0eV9hbGVydHMYAyABKAsyHS5ub3RpZnkudjEuQ2hhbm5lbFByZWZlcmVuY2VzEjAKCW1hcmtldGluZxgEIAEoCzIdLm5vdGlmeS52MS5DaGFubmVsUHJlZmVyZW5jZXMSKgoLcXVpZXRfaG91cnMYBSABKAsyFS5ub3RpZnkudjEuUXVpZXRIb3VycxIVCgh0aW1lem9uZRgGIAEoCUgAiAEBQgsKCV90aW1lem9uZSp6CghQcmlvcml0eRIYChRQUklPUklUWV9VTlNQRUNJRklFRBAAEhoKFlBSSU9SSVRZX1RSQU5TQUNUSU9OQUwQARIRCg1QUklPUklUWV9ISUdIEAISEwoPUFJJT1JJVFlfTk9STUFMEAMSEAoMUFJJT1JJVFlfTE9XEAQqbAoHQ2hhbm5lbBIXChNDSEFOTkVMX1VOU1BFQ0lGSUVEEAASEAoMQ0hBTk5FTF9QVVNIEAESEgoOQ0hBTk5FTF9JTl9BUFAQAhIRCg1DSEFOTkVMX0VNQUlMEAMSDwoLQ0hBTk5FTF9TTVMQBGIGcHJvdG8z");
+  fileDesc("ChZub3RpZnkvdjEvbm90aWZ5LnByb3RvEglub3RpZnkudjEiGwoIQXVkaWVuY2USDwoHc2VnbWVudBgBIAEoCSLtAwoTTm90aWZpY2F0aW9uUmVxdWVzdBISCgpldmVudF90eXBlGAEgASgJEhYKDHJlY2lwaWVudF9pZBgCIAEoCUgAEicKCGF1ZGllbmNlGAMgASgLMhMubm90aWZ5LnYxLkF1ZGllbmNlSAASEwoLdGVtcGxhdGVfaWQYBCABKAkSRwoNdGVtcGxhdGVfZGF0YRgFIAMoCzIwLm5vdGlmeS52MS5Ob3RpZmljYXRpb25SZXF1ZXN0LlRlbXBsYXRlRGF0YUVudHJ5EiUKCHByaW9yaXR5GAYgASgOMhMubm90aWZ5LnYxLlByaW9yaXR5EiQKCGNoYW5uZWxzGAcgAygOMhIubm90aWZ5LnYxLkNoYW5uZWwSFwoPaWRlbXBvdGVuY3lfa2V5GAggASgJEhMKBmxvY2FsZRgJIAEoCUgBiAEBEhgKC2NhbXBhaWduX2lkGAogASgJSAKIAQESHgoRbm90aWZpY2F0aW9uX3R5cGUYCyABKAlIA4gBARozChFUZW1wbGF0ZURhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBnRhcmdldEIJCgdfbG9jYWxlQg4KDF9jYW1wYWlnbl9pZEIUChJfbm90aWZpY2F0aW9uX3R5cGUiPAoRSW5nZXN0aW9uUmVzcG9uc2USFwoPbm90aWZpY2F0aW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCSKDAgoKU3RhdHVzVmlldxIOCgZzdGF0dXMYASABKAkSNQoIY2hhbm5lbHMYAiADKAsyIy5ub3RpZnkudjEuU3RhdHVzVmlldy5DaGFubmVsc0VudHJ5EjMKB2RldGFpbHMYAyADKAsyIi5ub3RpZnkudjEuU3RhdHVzVmlldy5EZXRhaWxzRW50cnkaLwoNQ2hhbm5lbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGkgKDERldGFpbHNFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5ub3RpZnkudjEuQ2hhbm5lbERldGFpbDoCOAEinQEKDUNoYW5uZWxEZXRhaWwSDgoGc3RhdHVzGAEgASgJEhMKBnJlYXNvbhgCIAEoCUgAiAEBEhcKCnJlbGVhc2VfYXQYAyABKAFIAYgBARIeChFub3RpZmljYXRpb25fdHlwZRgEIAEoCUgCiAEBQgkKB19yZWFzb25CDQoLX3JlbGVhc2VfYXRCFAoSX25vdGlmaWNhdGlvbl90eXBlIoACCglJbmJveEl0ZW0SCgoCaWQYASABKAkSFwoPbm90aWZpY2F0aW9uX2lkGAIgASgJEhIKCmV2ZW50X3R5cGUYAyABKAkSDQoFdGl0bGUYBCABKAkSDAoEYm9keRgFIAEoCRIsCgRkYXRhGAYgAygLMh4ubm90aWZ5LnYxLkluYm94SXRlbS5EYXRhRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoARIMCgRyZWFkGAggASgIEhQKB3JlYWRfYXQYCSABKAFIAIgBARorCglEYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIKCghfcmVhZF9hdCJiCglJbmJveFBhZ2USKwoNbm90aWZpY2F0aW9ucxgBIAMoCzIULm5vdGlmeS52MS5JbmJveEl0ZW0SGAoLbmV4dF9jdXJzb3IYAiABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiiAEKEkNoYW5uZWxQcmVmZXJlbmNlcxIRCgRwdXNoGAEgASgISACIAQESEgoFZW1haWwYAiABKAhIAYgBARIQCgNzbXMYAyABKAhIAogBARITCgZpbl9hcHAYBCABKAhIA4gBAUIHCgVfcHVzaEIICgZfZW1haWxCBgoEX3Ntc0IJCgdfaW5fYXBwIigKClF1aWV0SG91cnMSDQoFc3RhcnQYASABKAkSCwoDZW5kGAIgASgJIqECCgtQcmVmZXJlbmNlcxI0Cg1vcmRlcl91cGRhdGVzGAEgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxI2Cg9zb2NpYWxfYWN0aXZpdHkYAiABKAsyHS5ub3RpZnkudjEuQ2hhbm5lbFByZWZlcmVuY2VzEjYKD3NlY3VyaXR5X2FsZXJ0cxgDIAEoCzIdLm5vdGlmeS52MS5DaGFubmVsUHJlZmVyZW5jZXMSMAoJbWFya2V0aW5nGAQgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxIqCgtxdWlldF9ob3VycxgFIAEoCzIVLm5vdGlmeS52MS5RdWlldEhvdXJzSgQIBhAHUgh0aW1lem9uZSp6CghQcmlvcml0eRIYChRQUklPUklUWV9VTlNQRUNJRklFRBAAEhoKFlBSSU9SSVRZX1RSQU5TQUNUSU9OQUwQARIRCg1QUklPUklUWV9ISUdIEAISEwoPUFJJT1JJVFlfTk9STUFMEAMSEAoMUFJJT1JJVFlfTE9XEAQqbAoHQ2hhbm5lbBIXChNDSEFOTkVMX1VOU1BFQ0lGSUVEEAASEAoMQ0hBTk5FTF9QVVNIEAESEgoOQ0hBTk5FTF9JTl9BUFAQAhIRCg1DSEFOTkVMX0VNQUlMEAMSDwoLQ0hBTk5FTF9TTVMQBGIGcHJvdG8z");
 
 /**
  * A broadcast target, expanded into per-recipient tasks by queued fan-out jobs.
@@ -121,6 +121,16 @@ export type NotificationRequest = Message<"notify.v1.NotificationRequest"> & {
    * @generated from field: optional string campaign_id = 10;
    */
   campaignId?: string | undefined;
+
+  /**
+   * The notification type (order_updates, social_activity, security_alerts, marketing, or another
+   * the operator configured in NOTIFIER_NOTIFICATION_TYPES). When absent, the type is the one whose
+   * event pattern matches event_type. It decides the user's preferences, caps, quiet hours and
+   * digests that apply.
+   *
+   * @generated from field: optional string notification_type = 11;
+   */
+  notificationType?: string | undefined;
 };
 
 /**
@@ -163,19 +173,28 @@ export const IngestionResponseSchema: GenMessage<IngestionResponse> = /*@__PURE_
  */
 export type StatusView = Message<"notify.v1.StatusView"> & {
   /**
-   * Overall delivery status: queued, sent, delivered, opened, failed or dead_lettered.
+   * Overall delivery status, the highest of its channels' in this order: opened, delivered, sent,
+   * queued, quiet_hours, digest, dead_lettered, failed, capped, opted_out.
    *
    * @generated from field: string status = 1;
    */
   status: string;
 
   /**
-   * Channel name (push, in_app, email, sms) to that channel's status: one of the delivery states,
-   * or "read" for an in_app item that was read.
+   * Channel name (push, in_app, email, sms) to that channel's status: a delivery state ("read" for
+   * an in_app item that was read), a hold (quiet_hours, digest) or a suppression (opted_out,
+   * capped).
    *
    * @generated from field: map<string, string> channels = 2;
    */
   channels: { [key: string]: string };
+
+  /**
+   * Channel name to why it is in that state and, for a hold, when it is released.
+   *
+   * @generated from field: map<string, notify.v1.ChannelDetail> details = 3;
+   */
+  details: { [key: string]: ChannelDetail };
 };
 
 /**
@@ -184,6 +203,47 @@ export type StatusView = Message<"notify.v1.StatusView"> & {
  */
 export const StatusViewSchema: GenMessage<StatusView> = /*@__PURE__*/
   messageDesc(file_notify_v1_notify, 3);
+
+/**
+ * Why a channel is where it is.
+ *
+ * @generated from message notify.v1.ChannelDetail
+ */
+export type ChannelDetail = Message<"notify.v1.ChannelDetail"> & {
+  /**
+   * @generated from field: string status = 1;
+   */
+  status: string;
+
+  /**
+   * e.g. "the user turned push off for marketing", "over the marketing push cap", the last provider error.
+   *
+   * @generated from field: optional string reason = 2;
+   */
+  reason?: string | undefined;
+
+  /**
+   * A held channel (quiet_hours, digest, or queued while the preferences cannot be read): when it
+   * is released, epoch seconds.
+   *
+   * @generated from field: optional double release_at = 3;
+   */
+  releaseAt?: number | undefined;
+
+  /**
+   * The notification type that decided the policies.
+   *
+   * @generated from field: optional string notification_type = 4;
+   */
+  notificationType?: string | undefined;
+};
+
+/**
+ * Describes the message notify.v1.ChannelDetail.
+ * Use `create(ChannelDetailSchema)` to create a new message.
+ */
+export const ChannelDetailSchema: GenMessage<ChannelDetail> = /*@__PURE__*/
+  messageDesc(file_notify_v1_notify, 4);
 
 /**
  * One item of a user's in-app inbox.
@@ -254,7 +314,7 @@ export type InboxItem = Message<"notify.v1.InboxItem"> & {
  * Use `create(InboxItemSchema)` to create a new message.
  */
 export const InboxItemSchema: GenMessage<InboxItem> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 4);
+  messageDesc(file_notify_v1_notify, 5);
 
 /**
  * The answer to GET /api/v1/users/{user_id}/notifications.
@@ -282,11 +342,11 @@ export type InboxPage = Message<"notify.v1.InboxPage"> & {
  * Use `create(InboxPageSchema)` to create a new message.
  */
 export const InboxPageSchema: GenMessage<InboxPage> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 5);
+  messageDesc(file_notify_v1_notify, 6);
 
 /**
  * Which channels a notification type may use. An absent channel keeps its current setting
- * (PATCH is a partial update).
+ * (PATCH is a partial update); JSON null forgets the user's choice.
  *
  * @generated from message notify.v1.ChannelPreferences
  */
@@ -317,7 +377,7 @@ export type ChannelPreferences = Message<"notify.v1.ChannelPreferences"> & {
  * Use `create(ChannelPreferencesSchema)` to create a new message.
  */
 export const ChannelPreferencesSchema: GenMessage<ChannelPreferences> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 6);
+  messageDesc(file_notify_v1_notify, 7);
 
 /**
  * Quiet hours hold non-transactional notifications and release them after the window.
@@ -326,7 +386,8 @@ export const ChannelPreferencesSchema: GenMessage<ChannelPreferences> = /*@__PUR
  */
 export type QuietHours = Message<"notify.v1.QuietHours"> & {
   /**
-   * "HH:MM", 24-hour, in the user's local timezone. A window may cross midnight (22:00 to 07:00).
+   * "HH:MM", 24-hour, in the user's local time zone (the profile's, UTC when unknown). A window may
+   * cross midnight (22:00 to 07:00).
    *
    * @generated from field: string start = 1;
    */
@@ -343,11 +404,14 @@ export type QuietHours = Message<"notify.v1.QuietHours"> & {
  * Use `create(QuietHoursSchema)` to create a new message.
  */
 export const QuietHoursSchema: GenMessage<QuietHours> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 7);
+  messageDesc(file_notify_v1_notify, 8);
 
 /**
  * A user's preferences: the body of PATCH /api/v1/users/{user_id}/preferences (a partial update:
- * absent fields are unchanged) and its answer (the whole merged preferences).
+ * absent fields are unchanged) and its answer (the whole stored document). The four types here
+ * are the default catalogue's; the set is open (NOTIFIER_NOTIFICATION_TYPES), so the JSON is
+ * validated against the configured types by notifier/preferences/document.ts, and this message is
+ * its documentation for the default types.
  *
  * @generated from message notify.v1.Preferences
  */
@@ -376,13 +440,6 @@ export type Preferences = Message<"notify.v1.Preferences"> & {
    * @generated from field: notify.v1.QuietHours quiet_hours = 5;
    */
   quietHours?: QuietHours | undefined;
-
-  /**
-   * IANA timezone quiet hours are read in (e.g. "Europe/Paris"); our addition, UTC when absent.
-   *
-   * @generated from field: optional string timezone = 6;
-   */
-  timezone?: string | undefined;
 };
 
 /**
@@ -390,7 +447,7 @@ export type Preferences = Message<"notify.v1.Preferences"> & {
  * Use `create(PreferencesSchema)` to create a new message.
  */
 export const PreferencesSchema: GenMessage<Preferences> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 8);
+  messageDesc(file_notify_v1_notify, 9);
 
 /**
  * The priority tier. Each tier has its own physical queue and worker pool.
