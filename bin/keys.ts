@@ -50,8 +50,22 @@ async function call(url: string, token: string, init: RequestInit = {}): Promise
   return body;
 }
 
+/**
+ * A kid is base64url and may start with '-' (one in 32 does), which parseArgs would read as a
+ * short option: the word after `revoke` is the kid whenever it is not one of our flags, so
+ * `revoke -0Rk…` works without the user knowing to write `--` first.
+ */
+function literalKid(argv: string[]): string[] {
+  const at = argv.indexOf('revoke');
+  const next = argv[at + 1];
+  if (at < 0 || next === undefined || !next.startsWith('-') || next === '--') return argv;
+  const flag = next.replace(/^--?/, '').split('=')[0]!;
+  if (flag in OPTIONS || Object.values(OPTIONS).some((o) => 'short' in o && o.short === flag)) return argv;
+  return [...argv.slice(0, at + 1), ...argv.slice(at + 2), '--', next];
+}
+
 async function main(argv: string[]): Promise<number> {
-  const { values: flags, positionals } = parseCommandLine(argv, OPTIONS);
+  const { values: flags, positionals } = parseCommandLine(literalKid(argv), OPTIONS);
   if (flags.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;

@@ -48,6 +48,9 @@ t.test('list and revoke through the CLI', async (t) => {
   t.match(after.stdout, new RegExp(`^${k}  ES256  revoked .* revoked \\S+ \\(leaked\\)$`, 'm'));
 
   t.match(await keys(['revoke', 'no-such-kid'], env), { code: 1, stderr: 'keys: 404 not_found: no such signing key\n' });
+  // A kid is base64url: one in 32 starts with '-', and must not be read as a flag (CI met one).
+  t.match(await keys(['revoke', '-0no-such-kid', '--reason', 'x'], env), { code: 1, stderr: 'keys: 404 not_found: no such signing key\n' });
+  t.match(await keys(['revoke', '--', '-0no-such-kid'], env), { code: 1, stderr: 'keys: 404 not_found: no such signing key\n' });
   t.match(await keys(['revoke', k], { ...env, IDENTITY_ADMIN_TOKEN: 'x'.repeat(40) }), { code: 1, stderr: /^keys: 401 / });
   t.match(await keys(['revoke'], env), { code: 2, stderr: /^keys: revoke needs the kid of the key\n/ });
   t.match(await keys(['rotate'], env), { code: 2, stderr: /^keys: a command is required: list or revoke\n/ });

@@ -241,6 +241,14 @@ export async function deliveries(core: Core, notificationId: string): Promise<Re
 }
 
 /** A status view without its per-channel `details`: the overall status and each channel's. */
+/**
+ * Every channel has left `queued`. The rollup alone is not enough to wait on: it is the most
+ * advanced channel's state, so it reads `sent` while another channel is still on its way.
+ */
+export function settled(view: Json): boolean {
+  return view.status !== 'queued' && Object.values(view.channels as Record<string, string>).every((c) => c !== 'queued');
+}
+
 export function summary(view: Json): { status: string; channels: Record<string, string> } {
   return { status: view.status, channels: view.channels };
 }

@@ -6,7 +6,17 @@
  */
 import t from 'tap';
 import pg from 'pg';
-import { addDevice, createTemplate, putProfile, request, scriptedChannels, startCore, summary, type Core } from '../core/helpers.js';
+import {
+  addDevice,
+  createTemplate,
+  putProfile,
+  request,
+  scriptedChannels,
+  settled,
+  startCore,
+  summary,
+  type Core,
+} from '../core/helpers.js';
 import { waitFor } from '../../harness/wait.js';
 
 /** The default catalogue without caps on marketing, so that 1,000 sends to one user are not capped. */
@@ -87,7 +97,7 @@ t.test(
     await core.api('PATCH', '/api/v1/users/u1/preferences', { marketing: { push: false }, social_activity: { email: true } }, core.service);
 
     const marketing = await core.notify(request({ event_type: 'marketing.spring', priority: 'low' }));
-    const m = await core.waitStatus(marketing.body.notification_id, (s) => s.status === 'sent');
+    const m = await core.waitStatus(marketing.body.notification_id, settled);
     t.same(
       summary(m),
       { status: 'sent', channels: { push: 'opted_out', email: 'sent' } },
@@ -100,7 +110,7 @@ t.test(
     t.same(summary(n), { status: 'opted_out', channels: { push: 'opted_out' } }, "a channel the request names: the user's off still wins");
 
     const social = await core.notify(request({ event_type: 'social.like', priority: 'normal' }));
-    const s = await core.waitStatus(social.body.notification_id, (s) => s.status === 'sent');
+    const s = await core.waitStatus(social.body.notification_id, settled);
     t.same(
       summary(s),
       { status: 'sent', channels: { push: 'sent', in_app: 'sent', email: 'sent' } },
@@ -108,12 +118,12 @@ t.test(
     );
 
     const tx = await core.notify(request({ event_type: 'marketing.receipt', priority: 'transactional', channels: ['push'] }));
-    const x = await core.waitStatus(tx.body.notification_id, (s) => s.status === 'sent');
+    const x = await core.waitStatus(tx.body.notification_id, settled);
     t.same(summary(x), { status: 'sent', channels: { push: 'sent' } }, "the transactional tier ignores the user's off");
 
     const before = channels.primary.push.calls.length;
     const alert = await core.notify(request({ event_type: 'auth.new_login', priority: 'normal' }));
-    const a = await core.waitStatus(alert.body.notification_id, (s) => s.status === 'sent');
+    const a = await core.waitStatus(alert.body.notification_id, settled);
     t.equal(a.details.push.notification_type, 'security_alerts');
     t.equal(channels.primary.push.calls.length, before + 1, 'a security alert goes out');
   },
