@@ -59,15 +59,26 @@ const CLASSES: readonly RouteClass[] = ['default', 'public_read', 'auth', 'payme
  */
 export const USERS_OWNER = '/api/v1/users';
 
+/** The notifier's segment API, whose member uploads are streamed bodies of tens of megabytes. */
+export const SEGMENTS_PREFIX = '/api/v1/admin/segments';
+
+/**
+ * The body limit of {@link SEGMENTS_PREFIX}: the notifier's own default cap on an upload
+ * (NOTIFIER_SEGMENT_MAX_BYTES); a million ids are about 40 MB. Bodies that large are streamed
+ * upstream, never buffered (LIMITER_BUFFER_BODY).
+ */
+export const SEGMENTS_MAX_BODY = 128 * 1024 * 1024;
+
 /**
  * The default table (README, "Route table"): `/api/v1` to the notifier, identity's paths to identity.
  * Signup, login, token, authorize, device and well-known take no credentials (per-IP cap);
- * `/userinfo`, orders and checkout need them.
+ * `/userinfo`, orders and checkout need them. The segment API alone gets a large body limit.
  */
 export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSpec[] {
   return [
     { prefix: '/api/v1', upstream: notifierUrl, auth: 'required', class: 'default', owner: USERS_OWNER },
     { prefix: '/api/v1/track', upstream: notifierUrl, auth: 'optional', class: 'public_read' },
+    { prefix: SEGMENTS_PREFIX, upstream: notifierUrl, auth: 'required', class: 'default', maxBody: SEGMENTS_MAX_BODY },
     { prefix: '/auth', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/authorize', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/token', upstream: identityUrl, auth: 'optional', class: 'auth' },

@@ -35,13 +35,17 @@ import { runRetention } from './tracking/retention.js';
 import { startBoss, type Boss } from './queues/boss.js';
 import { QueueRunner } from './queues/runner.js';
 import { Backpressure } from './queues/backpressure.js';
-import { CHANNEL_NAMES, RETENTION_QUEUE, TIERS, deliverQueue, routeQueue } from './queues/names.js';
+import { CAMPAIGN_TIERS, CHANNEL_NAMES, RETENTION_QUEUE, TIERS, campaignQueue, deliverQueue, routeQueue } from './queues/names.js';
+import type { CampaignJob } from './queues/wake-ups.js';
+import { CAMPAIGN_STOP_CHANNEL, CampaignPump, CampaignWorker, fanoutLag, KillSwitch, registerCampaignRoutes } from './campaigns/index.js';
 import { DeliveryWorker, leaseMs, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
 import { RoutingWorker, type RouteJob } from './workers/route.js';
 import { PgListener } from '../shared/pg-listener.js';
 import { loadPreferences, PreferenceCache, PREFERENCES_CHANNEL, registerPreferenceRoutes } from './preferences/index.js';
 import type { PolicySettings } from './policy/table.js';
 import { Reconciler } from './workers/reconcile.js';
+import { registerSegmentRoutes, SegmentCleanup, UPLOAD_STALE_MS } from './segments/index.js';
+import type { BodyStream } from '../shared/body-stream.js';
 
 /** What tests (and embedders) may replace. */
 export interface NotifierDeps {
@@ -53,6 +57,8 @@ export interface NotifierDeps {
   /** Replaces parts of the recipient and template lookups. */
   directory?: Partial<Directory>;
   clock?: Clock;
+  /** Sees the body reader of each segment upload (tests assert its high-water mark). */
+  onSegmentUploadBody?: (body: BodyStream) => void;
 }
 
 export interface Notifier extends Started {
@@ -65,6 +71,8 @@ export interface Notifier extends Started {
   backpressure: Backpressure;
   /** This replica's preference cache (notifier/preferences/cache.ts). */
   preferences: PreferenceCache;
+  /** The segment clean-up (notifier/segments/cleanup.ts). */
+  segmentCleanup: SegmentCleanup;
 }
 
 /** Users whose preferences one replica keeps cached at most. */
@@ -72,6 +80,10 @@ const PREFERENCE_CACHE_ENTRIES = 100_000;
 
 /** How often the backlog of the urgent queues is sampled for load shedding. */
 const BACKPRESSURE_SAMPLE_MS = 500;
+/** Between the campaign pump's top-ups while a campaign is draining. */
+const CAMPAIGN_PUMP_BUSY_MS = 50;
+/** A progress line per this many shards of a fan-out. */
+const CAMPAIGN_LOG_EVERY_SHARDS = 100;
 
 export async function startNotifier(config: NotifierConfig, log: Logger, deps: NotifierDeps = {}): Promise<Notifier> {
   const clock = deps.clock ?? systemClock;
@@ -106,7 +118,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     log.warn('NOTIFIER_TRACKING_SECRET is unset: open-pixel links are signed with a per-process key and stop counting after a restart');
   }
 
-  const metrics = createNotifierMetrics(registry, { clock, log, dlqDepth: () => dlqDepth(pool) });
+  const metrics = createNotifierMetrics(registry, { clock, log, dlqDepth: () => dlqDepth(pool), fanoutLag: () => fanoutLag(pool) });
   const runners = new Map<string, Pick<QueueRunner, 'wake' | 'start' | 'stop'>>();
   const wake = (queue: string): void => runners.get(queue)?.wake();
   const backpressure = new Backpressure({
@@ -131,20 +143,34 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     listening: () => listener.connected,
     load: (ids) => loadPreferences(pool, ids),
   });
+  // The kill switch of this replica (built with the workers; notifier/campaigns/kill-switch.ts).
+  let killSwitch: KillSwitch | undefined;
   const listener = new PgListener({
     url: requireDatabaseUrl(config.DATABASE_URL, 'notifier'),
-    channels: [PREFERENCES_CHANNEL],
-    applicationName: 'notifier:preferences',
+    channels: [PREFERENCES_CHANNEL, CAMPAIGN_STOP_CHANNEL],
+    applicationName: 'notifier:listen',
     log,
-    onNotification: (_channel, userId) => preferences.invalidate(userId),
-    onConnect: () => preferences.clear(),
+    onNotification: (channel, payload) => {
+      if (channel === CAMPAIGN_STOP_CHANNEL) {
+        void killSwitch
+          ?.onStop(payload)
+          .catch((err: unknown) => log.warn({ err, campaign: payload }, 'kill switch: handling a stop failed'));
+      } else preferences.invalidate(payload);
+    },
+    onConnect: () => {
+      preferences.clear();
+      // A stop sent while this connection was down was missed: read them all again.
+      void killSwitch?.reload().catch((err: unknown) => log.warn({ err }, 'kill switch: reloading the stopped campaigns failed'));
+    },
   });
+  const segmentCleanup = new SegmentCleanup({ pool, log, staleMs: UPLOAD_STALE_MS });
   const lease = leaseMs(config.NOTIFIER_SEND_TIMEOUT);
   const graceMs = config.SHUTDOWN_GRACE;
   let boss: Boss | undefined;
   let channels: (Channels & { close?: () => Promise<void> }) | undefined;
   let http: HttpService | undefined;
   let reconciler: Reconciler | undefined;
+  let pump: CampaignPump | undefined;
   try {
     await listener.start();
     boss = await startBoss({
@@ -199,7 +225,55 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           prefsTimeoutMs: config.NOTIFIER_PREFERENCES_TIMEOUT,
           unavailableRetryMs: config.NOTIFIER_RETRY_SCHEDULE[0] ?? 1_000,
         },
+        isStopped: (campaignId) => killSwitch?.isStopped(campaignId) ?? false,
       });
+      killSwitch = new KillSwitch({
+        pool,
+        log,
+        heartbeatMs: config.NOTIFIER_REPLICA_HEARTBEAT,
+        claimsInFlight: () => deliverer.claimsInFlight(),
+      });
+      const campaignPump = new CampaignPump({
+        pool,
+        boss: b,
+        log,
+        depth: config.NOTIFIER_CAMPAIGN_QUEUE_DEPTH,
+        idleMs: config.NOTIFIER_CAMPAIGN_PUMP_IDLE,
+        busyMs: CAMPAIGN_PUMP_BUSY_MS,
+        mayRun: (tier) => backpressure.mayRun(tier),
+        wake,
+      });
+      pump = campaignPump;
+      const campaigns = new CampaignWorker({
+        pool,
+        boss: b,
+        log,
+        clock,
+        catalog,
+        settings,
+        shardSize: config.NOTIFIER_CAMPAIGN_SHARD_SIZE,
+        approvalThreshold: config.NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD,
+        logEveryShards: CAMPAIGN_LOG_EVERY_SHARDS,
+        metrics,
+        expanded: () => campaignPump.poke(),
+        wake,
+      });
+      for (const tier of CAMPAIGN_TIERS) {
+        const cq = campaignQueue(tier);
+        runners.set(
+          cq,
+          new QueueRunner<CampaignJob>({
+            boss: b,
+            queue: cq,
+            concurrency: config.NOTIFIER_CAMPAIGN_CONCURRENCY,
+            idleMs: config.NOTIFIER_IDLE_POLL[tier],
+            // A campaign is shed first under pressure, like the rest of its tier: it never delays transactional sends.
+            mayFetch: () => backpressure.mayRun(tier),
+            handle: (job) => campaigns.handle(cq, job),
+            log,
+          }),
+        );
+      }
       for (const tier of TIERS) {
         const common = {
           boss: b,
@@ -268,20 +342,44 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           deferred: (tier) => !backpressure.mayRun(tier),
         });
         registerDlqRoutes(app, edge, { pool, boss: b, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, wake });
+        registerCampaignRoutes(app, edge, {
+          pool,
+          boss: b,
+          caller,
+          adminRoles: config.NOTIFIER_ADMIN_ROLES,
+          wake,
+          stop: { heartbeatMs: config.NOTIFIER_REPLICA_HEARTBEAT, waitMs: config.NOTIFIER_CAMPAIGN_STOP_WAIT },
+        });
+        registerSegmentRoutes(app, edge, {
+          pool,
+          caller,
+          adminRoles: config.NOTIFIER_ADMIN_ROLES,
+          maxUploadBytes: config.NOTIFIER_SEGMENT_MAX_BYTES,
+          staleMs: UPLOAD_STALE_MS,
+          cleanup: segmentCleanup,
+          onUploadBody: deps.onSegmentUploadBody,
+        });
         registerTemplateRoutes(app, edge, pool, caller);
         registerProfileRoutes(app, edge, pool, caller);
         registerDeviceRoutes(app, edge, pool, caller);
       },
     });
 
-    // 4. Running: the workers take jobs.
+    // 4. Running: the workers take jobs; old segment versions are cleaned up.
+    segmentCleanup.start();
     if (config.NOTIFIER_WORKERS) {
+      // Registered and holding the stopped campaigns before any worker claims.
+      await killSwitch?.start();
       backpressure.start();
       for (const r of runners.values()) r.start();
       reconciler?.start();
+      pump?.start();
     }
   } catch (err) {
+    await pump?.stop();
+    await killSwitch?.close();
     await http?.close(0);
+    await segmentCleanup.stop();
     await boss?.stop({ graceful: false, close: false }).catch(() => {});
     await channels?.close?.().catch(() => {});
     await listener.close();
@@ -298,13 +396,17 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     reconciler,
     backpressure,
     preferences,
+    segmentCleanup,
     urls: { api: `http://${config.HOST}:${http.port}` },
     close: () =>
       (closed ??= (async () => {
         await http.close(graceMs);
+        await segmentCleanup.stop();
         backpressure.stop();
         await reconciler?.stop();
+        await pump?.stop();
         await Promise.all([...runners.values()].map((r) => r.stop(graceMs)));
+        await killSwitch?.close();
         await boss
           ?.stop({ graceful: true, wait: true, close: false, timeout: Math.max(1000, Math.min(graceMs, 5000)) })
           .catch((err: unknown) => {

@@ -92,7 +92,13 @@ export interface PolicyMetrics {
   routedChannel(type: string, optedOut: boolean): void;
 }
 
-export interface NotifierMetrics extends PolicyMetrics {
+/** What the campaign fan-out reports (notifier/campaigns/fanout.ts). */
+export interface CampaignMetrics {
+  /** A shard wrote the deliveries of `members` members in `seconds`. */
+  shardExpanded(members: number, seconds: number): void;
+}
+
+export interface NotifierMetrics extends PolicyMetrics, CampaignMetrics {
   ingested(priority: string, result: IngestResult): void;
   outcome(tier: string, channel: string, outcome: DeliveryOutcome): void;
   /** A send the provider accepted, `seconds` after the notification was accepted. */
@@ -105,6 +111,8 @@ export interface MetricsOptions {
   clock: Clock;
   /** Dead letters not re-driven, by channel; called at scrape time. */
   dlqDepth?: () => Promise<Record<string, number>>;
+  /** How long the oldest fan-out still expanding has been at it, seconds (0: none); at scrape time. */
+  fanoutLag?: () => Promise<number>;
   log?: Logger;
 }
 
@@ -221,7 +229,37 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
     },
   });
 
+  const shardMembers = new Counter({
+    name: 'fanout_recipients_total',
+    help: 'Campaign members expanded into delivery records',
+    registers: [registry],
+  });
+  const shardSeconds = new Histogram({
+    name: 'fanout_shard_seconds',
+    help: 'Time to expand one campaign shard (read members and policies, write deliveries, checkpoint)',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const fanoutLag = opts.fanoutLag;
+  new Gauge({
+    name: 'fanout_lag',
+    help: 'Seconds the oldest campaign fan-out still expanding has been expanding (0 when none is)',
+    registers: [registry],
+    async collect() {
+      if (!fanoutLag) return;
+      try {
+        this.set(await fanoutLag());
+      } catch (err) {
+        opts.log?.warn({ err }, 'fanout_lag: could not read the fan-outs');
+      }
+    },
+  });
+
   return {
+    shardExpanded(members, seconds) {
+      shardMembers.inc(members);
+      shardSeconds.observe(seconds);
+    },
     ingested(priority, result) {
       ingest.inc({ priority, result });
       if (result === 'accepted') accepted.add('all');

@@ -710,7 +710,7 @@ export const ENV = {
   NOTIFIER_ADMIN_ROLES: v({
     default: 'admin',
     services: ['notifier'],
-    description: 'Roles that may use the operator API under /api/v1/admin (dead-letter queue)',
+    description: 'Roles that may use the operator API under /api/v1/admin (dead-letter queue, segments)',
     parse: list(nonEmpty),
   }),
   NOTIFIER_SERVICE_ROLES: v({
@@ -724,6 +724,13 @@ export const ENV = {
     services: ['notifier'],
     description: 'Inbox items per page when the request gives no `limit` (at most 100)',
     parse: int(1, 100),
+  }),
+  NOTIFIER_SEGMENT_MAX_BYTES: v({
+    default: '128mb',
+    services: ['notifier'],
+    description:
+      'Largest segment upload (PUT /api/v1/admin/segments/{id}/members, read as a stream; 413 above it); other routes keep MAX_BODY_BYTES',
+    parse: bytes,
   }),
   // ── notifier: policies ────────────────────────────────────────────────────
   NOTIFIER_NOTIFICATION_TYPES: v({
@@ -753,6 +760,52 @@ export const ENV = {
     description:
       'How long routing and the check before a send wait for the preference store before applying the conservative default (push only; e-mail and SMS held and checked again)',
     parse: (raw) => durationIn(raw, 10, 10_000, '10ms', '10s'),
+  }),
+  // ── notifier: campaigns (notifier/campaigns) ─────────────────────────────
+  NOTIFIER_CAMPAIGN_SHARD_SIZE: v({
+    default: '1000',
+    services: ['notifier'],
+    description: 'Members per fan-out shard: one queued job, one INSERT and one checkpoint each',
+    parse: int(10, 100_000),
+  }),
+  NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD: v({
+    default: '100000',
+    services: ['notifier'],
+    description:
+      'An audience request whose segment has more members than this waits in `pending_approval` until an operator approves or rejects it (0: every one waits)',
+    parse: int(0, Number.MAX_SAFE_INTEGER),
+  }),
+  NOTIFIER_CAMPAIGN_CONCURRENCY: v({
+    default: '2',
+    services: ['notifier'],
+    description: 'Campaign jobs (planning, shards) each replica runs at once, per tier',
+    parse: int(1, 64),
+  }),
+  NOTIFIER_CAMPAIGN_QUEUE_DEPTH: v({
+    default: '2000',
+    services: ['notifier'],
+    description:
+      "Wake-ups the campaign pump keeps waiting per delivery queue: a campaign's deliveries are put on the queues at delivery speed, never all at once",
+    parse: int(10, 1_000_000),
+  }),
+  NOTIFIER_CAMPAIGN_PUMP_IDLE: v({
+    default: '1s',
+    services: ['notifier'],
+    description:
+      "How often the campaign pump looks for due campaign deliveries when it found none (quiet-hours holds falling due, other replicas' shards)",
+    parse: (raw) => durationIn(raw, 10, 60_000, '10ms', '1m'),
+  }),
+  NOTIFIER_CAMPAIGN_STOP_WAIT: v({
+    default: '5s',
+    services: ['notifier'],
+    description: "How long a stop call waits for every live replica's acknowledgement before it answers with those it has",
+    parse: (raw) => durationIn(raw, 0, 60_000, '0', '1m'),
+  }),
+  NOTIFIER_REPLICA_HEARTBEAT: v({
+    default: '2s',
+    services: ['notifier'],
+    description: "Between a notifier replica's heartbeats; a replica silent for three is no longer waited for by a stop",
+    parse: (raw) => durationIn(raw, 50, 60_000, '50ms', '1m'),
   }),
   // ── notifier: providers ───────────────────────────────────────────────────
   FCM_URL: v({

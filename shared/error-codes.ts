@@ -87,9 +87,16 @@ export const ERROR_CODES = {
   template_version_immutable: { status: 409, title: 'This template version has been used and can no longer change' },
   // ── notifier: ingestion, deliveries, dead-letter queue ────────────────────
   channel_not_allowed: { status: 422, title: 'This channel is not used for this notification type at this priority' },
-  audience_not_supported: { status: 422, title: 'Segment (audience) notifications are not supported yet' },
+  audience_not_allowed: { status: 422, title: 'A transactional notification cannot be sent to an audience' },
+  segment_not_found: { status: 422, title: 'The audience names a segment that does not exist' },
+  // ── notifier: campaigns (notifier/campaigns) ───────────────────────────────
+  campaign_stopped: { status: 409, title: 'The campaign was stopped by its kill switch' },
+  campaign_not_pending: { status: 409, title: 'The campaign has no fan-out waiting for approval' },
   idempotency_key_reused: { status: 422, title: 'This idempotency key was used with a different request' },
   idempotency_in_flight: { status: 409, title: 'A request with this idempotency key is still being processed' },
+  // ── notifier: segments (notifier/segments) ────────────────────────────────
+  segment_kind_conflict: { status: 409, title: 'The segment exists with another kind' },
+  segment_upload_in_progress: { status: 409, title: 'Another upload of this segment is in progress' },
 
   // ── OAuth endpoints (RFC 6749 §5.2, RFC 8628 §3.5, OpenID Connect): OAuth JSON only ──────────
   invalid_request: { status: 400, title: 'The request is missing, repeats or misuses a parameter', wire: 'oauth' },

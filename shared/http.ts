@@ -9,6 +9,7 @@ import { isPlatformError, PlatformError, toProblem, PROBLEM_CONTENT_TYPE } from 
 import { databaseUnavailable, isDatabaseUnavailable } from './db-errors.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
 import type { Registry } from 'prom-client';
+import { BodyStream } from './body-stream.js';
 
 export interface RequestContext {
   /** Lower-case, as uWS reports it. */
@@ -34,6 +35,13 @@ export interface Reply {
 }
 
 export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
+
+/** A request whose body is read as it arrives ({@link streamRoute}). */
+export interface StreamContext extends Omit<RequestContext, 'body'> {
+  readonly body: BodyStream;
+}
+
+export type StreamHandler = (ctx: StreamContext) => Promise<Reply> | Reply;
 
 export interface EdgeOptions {
   log: Logger;
@@ -187,7 +195,7 @@ type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'any' | 'head' | 'optio
 interface RouteEntry {
   method: string; // lower-case HTTP method, or 'any'
   segments: readonly string[]; // ':name' for a parameter, '*' for a trailing wildcard
-  handler: Handler;
+  serve: (res: HttpResponse, req: HttpRequest, rawParams: string[]) => void;
   opts: EdgeOptions;
 }
 
@@ -276,7 +284,7 @@ function dispatcher(app: TemplatedApp): RouteEntry[] {
       writeReply(res, errorReply(err, opts.log));
       return;
     }
-    serve(res, req, m.params, entry.handler, entry.opts);
+    entry.serve(res, req, m.params);
   });
   return list;
 }
@@ -307,7 +315,67 @@ function serve(res: HttpResponse, req: HttpRequest, rawParams: string[], handler
  * problem+json.
  */
 export function route(app: TemplatedApp, method: Method, pattern: string, handler: Handler, opts: EdgeOptions): void {
-  dispatcher(app).push({ method: method === 'del' ? 'delete' : method, segments: splitPath(pattern), handler, opts });
+  dispatcher(app).push({
+    method: method === 'del' ? 'delete' : method,
+    segments: splitPath(pattern),
+    serve: (res, req, params) => serve(res, req, params, handler, opts),
+    opts,
+  });
+}
+
+function serveStream(res: HttpResponse, req: HttpRequest, rawParams: string[], handler: StreamHandler, opts: StreamRouteOptions): void {
+  let aborted = false;
+  opts.inFlight?.inc();
+  const base = collect(req, res, rawParams);
+  const declared = Number(base.headers['content-length'] ?? 0) || 0;
+  // uWS delivers the body only to a handler registered in this callback.
+  const body = new BodyStream(res, { maxBytes: opts.maxBodyBytes, highWaterMark: opts.highWaterMark });
+  res.onAborted(() => {
+    aborted = true;
+    body.detach();
+  });
+  opts.onBody?.(body);
+  const run = async (): Promise<Reply> => {
+    // A declared length over the cap is refused before a byte is stored.
+    if (declared > opts.maxBodyBytes)
+      throw new PlatformError('body_too_large', { detail: `the body is larger than ${opts.maxBodyBytes} bytes` });
+    return handler({ ...base, body, aborted: () => aborted });
+  };
+  run()
+    .catch((err: unknown) => errorReply(err, opts.log, base))
+    .then((reply) => {
+      if (aborted) return;
+      // An answer before the body ended (a malformed line, 413) leaves the rest to uWS, which reads
+      // and drops it; a paused socket must be resumed first, while the response still exists.
+      body.release();
+      writeReply(res, reply);
+    })
+    .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'))
+    .finally(() => opts.inFlight?.dec());
+}
+
+export interface StreamRouteOptions extends EdgeOptions {
+  /** This route's body cap (instead of the service's `MAX_BODY_BYTES`); past it, 413 `body_too_large`. */
+  maxBodyBytes: number;
+  /** Bytes the reader queues before it pauses the client (shared/body-stream.ts). */
+  highWaterMark?: number;
+  /** Sees each request's reader as it is made (tests read its high-water mark). */
+  onBody?: (body: BodyStream) => void;
+}
+
+/**
+ * Like {@link route}, but the handler receives the body as a {@link BodyStream} it iterates while
+ * the client is still sending: chunks arrive with backpressure (the client's socket is paused while
+ * the handler is behind), under the route's own cap. The reply is written when the handler
+ * returns, whether or not it read the whole body.
+ */
+export function streamRoute(app: TemplatedApp, method: Method, pattern: string, handler: StreamHandler, opts: StreamRouteOptions): void {
+  dispatcher(app).push({
+    method: method === 'del' ? 'delete' : method,
+    segments: splitPath(pattern),
+    serve: (res, req, params) => serveStream(res, req, params, handler, opts),
+    opts,
+  });
 }
 
 /** Parses a JSON body; `invalid_json` if it is not JSON, `invalid_field` if it is not an object. */

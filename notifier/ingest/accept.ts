@@ -11,7 +11,9 @@
  * - the same key while the first request's transaction is still open → 409
  *   `idempotency_in_flight` with Retry-After (a transaction-scoped advisory lock on the key, tried
  *   without waiting, marks the request in flight).
- * A key past its time is forgotten: reusing it starts a new notification. One case stays
+ * A request naming a `campaign_id` that was stopped is refused (409 `campaign_stopped`); one with
+ * an `audience` is stored with its fan-out (`planning`) and its campaign job instead of a routing
+ * job (notifier/campaigns). A key past its time is forgotten: reusing it starts a new notification. One case stays
  * ambiguous: a connection lost during COMMIT is answered 503 although the commit may have landed;
  * a caller that retries with its idempotency key gets the original 202 in that case.
  */
@@ -19,8 +21,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import { withTransaction, type Pool } from '../../shared/db.js';
 import { PlatformError } from '../../shared/errors.js';
 import type { Boss } from '../queues/boss.js';
-import { routeQueue } from '../queues/names.js';
-import { wakeRouter } from '../queues/wake-ups.js';
+import { campaignQueue, routeQueue } from '../queues/names.js';
+import { wakeCampaign, wakeRouter } from '../queues/wake-ups.js';
+import { openCampaign, requireSegment } from '../campaigns/store.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../../shared/db-errors.js';
 import { requestHash, type NewNotification } from './validate.js';
 
@@ -89,16 +92,19 @@ export async function acceptNotification(deps: AcceptDeps, caller: string, n: Ne
           });
         }
       }
+      if (n.campaignId !== undefined) await openCampaign(client, n.campaignId);
+      if (n.segment !== undefined) await requireSegment(client, n.segment);
       const id = randomUUID();
       const body: IngestionBody = { notification_id: id, status: 'accepted' };
       await client.query(
-        `INSERT INTO notifications (id, caller, event_type, recipient_id, template_id, template_data, priority, channels, locale, campaign_id, idempotency_key, notification_type)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+        `INSERT INTO notifications (id, caller, event_type, recipient_id, segment_id, template_id, template_data, priority, channels, locale,
+                                    campaign_id, idempotency_key, notification_type)
+         VALUES ($1, $2, $3, $4, $13, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
           id,
           caller,
           n.eventType,
-          n.recipientId,
+          n.recipientId ?? null,
           n.templateId,
           n.templateData,
           n.priority,
@@ -107,6 +113,7 @@ export async function acceptNotification(deps: AcceptDeps, caller: string, n: Ne
           n.campaignId ?? null,
           key ?? null,
           n.notificationType,
+          n.segment ?? null,
         ],
       );
       if (key !== undefined) {
@@ -120,10 +127,18 @@ export async function acceptNotification(deps: AcceptDeps, caller: string, n: Ne
           [caller, key, hash, id, body, deps.idempotencyTtlMs],
         );
       }
-      await wakeRouter(client, deps.boss, id, n.priority);
+      if (n.segment !== undefined) {
+        // Nothing is expanded here: the fan-out is planned by its campaign job (notifier/campaigns/fanout.ts).
+        await client.query('INSERT INTO campaign_fanouts (notification_id, campaign_id, segment_id) VALUES ($1, $2, $3)', [
+          id,
+          n.campaignId,
+          n.segment,
+        ]);
+        await wakeCampaign(client, deps.boss, id, n.priority);
+      } else await wakeRouter(client, deps.boss, id, n.priority);
       return { body, replayed: false };
     });
-    if (!result.replayed) deps.wake(routeQueue(n.priority));
+    if (!result.replayed) deps.wake(n.segment !== undefined ? campaignQueue(n.priority) : routeQueue(n.priority));
     return result;
   } catch (err) {
     if (isDatabaseUnavailable(err))

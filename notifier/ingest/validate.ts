@@ -8,7 +8,7 @@
  * | field | required | rule |
  * |---|---|---|
  * | `event_type` | yes | `<domain>.<action>`: two dot-separated parts of `a-z 0-9 _ -`, each starting with a letter; ≤ 128 |
- * | `recipient_id` | yes (until segments land) | 1–128 visible ASCII characters; an `audience` is refused with 422 `audience_not_supported` |
+ * | `recipient_id` or `audience` | exactly one | `recipient_id`: 1–128 visible ASCII characters; `audience.segment`: a segment id (1–128 visible ASCII characters without `/`; an unknown one is 422 `segment_not_found` at acceptance) |
  * | `template_id` | yes | `<name>_v<N>` (notifier/templates/template-id.ts) |
  * | `template_data` | no (default `{}`) | string values; ≤ 100 keys |
  * | `priority` | yes | `transactional`, `high`, `normal`, `low`: it picks the queue, so guessing would be wrong |
@@ -16,10 +16,11 @@
  * | `notification_type` | no | a configured type (policy/types.ts); absent = by `event_type`; 400 naming it when unknown or when no type matches |
  * | `idempotency_key` | no | 1–255 visible ASCII characters; without one a request is never de-duplicated |
  * | `locale` | no | a locale (`fr`, `fr_CA`, `fr-CA`); overrides the recipient's profile |
- * | `campaign_id` | no | 1–128 visible ASCII characters |
+ * | `campaign_id` | with `audience`, yes | 1–128 visible ASCII characters; the kill switch's unit |
  *
  * 400 (`invalid_field`, naming the field) for a malformed request; 422 for a well-formed one the
- * service will not take (`audience_not_supported`, `channel_not_allowed`).
+ * service will not take (`audience_not_allowed`: an audience at the transactional tier;
+ * `channel_not_allowed`).
  */
 import { createHash } from 'node:crypto';
 import { invalidField, PlatformError } from '../../shared/errors.js';
@@ -34,7 +35,9 @@ import type { TypeCatalog } from '../policy/types.js';
 /** A validated request, ready to persist. */
 export interface NewNotification {
   eventType: string;
-  recipientId: string;
+  /** Exactly one of recipientId and segment (an audience request: notifier/campaigns). */
+  recipientId: string | undefined;
+  segment: string | undefined;
   templateId: string;
   templateData: Record<string, string>;
   priority: Tier;
@@ -67,7 +70,7 @@ function visibleId(field: string, value: string, max: number): string {
 
 /**
  * Validates a decoded JSON body.
- * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_supported` | `channel_not_allowed` (422)
+ * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_allowed` | `channel_not_allowed` (422)
  */
 export function validateNotificationRequest(json: unknown, policies: IngestPolicies): NewNotification {
   const msg = fromJson(NotificationRequestSchema, json);
@@ -77,10 +80,12 @@ export function validateNotificationRequest(json: unknown, policies: IngestPolic
   if (!EVENT_TYPE_RE.test(msg.eventType)) throw invalidField('event_type', 'must be <domain>.<action>, e.g. order.shipped');
 
   let recipientId: string | undefined;
-  let audience = false;
+  let segment: string | undefined;
   if (msg.target.case === 'recipientId') recipientId = visibleId('recipient_id', msg.target.value, 128);
-  else if (msg.target.case === 'audience') audience = true;
-  else throw invalidField('recipient_id', 'is required (or audience)');
+  else if (msg.target.case === 'audience') {
+    segment = visibleId('audience.segment', msg.target.value.segment, 128);
+    if (segment.includes('/')) throw invalidField('audience.segment', 'must not contain /');
+  } else throw invalidField('recipient_id', 'is required (or audience)');
 
   if (msg.templateId === '') throw invalidField('template_id', 'is required');
   if (!parseTemplateId(msg.templateId)) throw invalidField('template_id', 'must be <name>_v<N>, e.g. order_shipped_v2');
@@ -110,6 +115,9 @@ export function validateNotificationRequest(json: unknown, policies: IngestPolic
     if (locale === undefined) throw invalidField('locale', 'must be a locale such as fr, fr_CA or fr-CA');
   }
   const campaignId = msg.campaignId === undefined ? undefined : visibleId('campaign_id', msg.campaignId, 128);
+  if (segment !== undefined && campaignId === undefined) {
+    throw invalidField('campaign_id', 'is required with audience: it is what the kill switch stops');
+  }
   const type = policies.catalog.typeOf(msg.eventType, msg.notificationType);
   if (!type) {
     throw invalidField(
@@ -121,10 +129,10 @@ export function validateNotificationRequest(json: unknown, policies: IngestPolic
   }
 
   // Well-formed; now what this service will not take.
-  if (audience) {
-    throw new PlatformError('audience_not_supported', {
-      field: 'audience',
-      detail: 'audience: segment fan-out is not available yet; send one request per recipient_id',
+  if (segment !== undefined && priority === 'transactional') {
+    throw new PlatformError('audience_not_allowed', {
+      field: 'priority',
+      detail: 'priority: a transactional notification goes to one recipient_id; send a campaign at high, normal or low',
     });
   }
   const allowed = policyFor(type, priority, policies.settings).allowed;
@@ -139,7 +147,8 @@ export function validateNotificationRequest(json: unknown, policies: IngestPolic
 
   return {
     eventType: msg.eventType,
-    recipientId: recipientId!,
+    recipientId,
+    segment,
     templateId: msg.templateId,
     templateData: { ...msg.templateData },
     priority,
@@ -161,7 +170,8 @@ export function requestHash(n: NewNotification): string {
   for (const k of Object.keys(n.templateData).sort()) data[k] = n.templateData[k]!;
   const canonical = JSON.stringify([
     n.eventType,
-    n.recipientId,
+    // A single recipient hashes as before audiences existed (stored keys stay valid).
+    n.recipientId ?? { segment: n.segment },
     n.templateId,
     data,
     n.priority,

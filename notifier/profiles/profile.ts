@@ -11,10 +11,13 @@
  * - `locale`: `xx` or `xx_YY` (`en-us` is stored `en_US`);
  * - `timezone`: an IANA zone name that this runtime's Intl knows (`Europe/Paris`, `UTC`), stored
  *   as Intl resolves it (`europe/paris` → `Europe/Paris`). Offsets like `+02:00` are refused: quiet
- *   hours need the zone's daylight-saving rules, not today's offset.
+ *   hours need the zone's daylight-saving rules, not today's offset;
+ * - `tags`: up to 32 labels of 1–64 characters `A-Z a-z 0-9 _ . : -` that rule segments select on
+ *   (notifier/segments), stored sorted and distinct (tags.ts).
  */
 import { invalidField } from '../../shared/errors.js';
 import { canonicalLocale } from '../templates/locale.js';
+import { parseTags } from './tags.js';
 
 export interface Profile {
   user_id: string;
@@ -24,6 +27,8 @@ export interface Profile {
   locale?: string;
   /** IANA zone name. */
   timezone?: string;
+  /** Sorted, distinct; absent when the profile has none. */
+  tags?: string[];
 }
 
 export type ProfileFields = Omit<Profile, 'user_id'>;
@@ -57,7 +62,7 @@ export function canonicalTimeZone(s: string): string | undefined {
   }
 }
 
-const FIELDS = ['email', 'phone', 'locale', 'timezone'] as const;
+const FIELDS = ['email', 'phone', 'locale', 'timezone', 'tags'] as const;
 
 function optionalString(body: Record<string, unknown>, field: string): string | undefined {
   const v = body[field];
@@ -96,6 +101,10 @@ export function parseProfileBody(body: Record<string, unknown>): ProfileFields {
     const c = canonicalTimeZone(timezone);
     if (!c) throw invalidField('timezone', 'must be an IANA time zone, e.g. Europe/Paris');
     out.timezone = c;
+  }
+  if (body['tags'] !== undefined && body['tags'] !== null) {
+    const tags = parseTags(body['tags'], 'tags');
+    if (tags.length > 0) out.tags = tags;
   }
   return out;
 }

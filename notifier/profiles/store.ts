@@ -10,6 +10,7 @@ interface ProfileRow {
   phone: string | null;
   locale: string | null;
   timezone: string | null;
+  tags: string[];
   created_at: number;
   updated_at: number;
 }
@@ -20,7 +21,7 @@ export interface StoredProfile extends Profile {
   updated_at: number;
 }
 
-const COLUMNS = `user_id, email, phone, locale, timezone,
+const COLUMNS = `user_id, email, phone, locale, timezone, tags,
   extract(epoch FROM created_at)::float8 AS created_at,
   extract(epoch FROM updated_at)::float8 AS updated_at`;
 
@@ -30,6 +31,7 @@ function toProfile(r: ProfileRow): StoredProfile {
   if (r.phone !== null) p.phone = r.phone;
   if (r.locale !== null) p.locale = r.locale;
   if (r.timezone !== null) p.timezone = r.timezone;
+  if (r.tags.length > 0) p.tags = r.tags;
   return p;
 }
 
@@ -47,13 +49,13 @@ export async function loadProfiles(db: Queryable, userIds: readonly string[]): P
 /** Replaces the whole profile; `created` when the user had none. */
 export async function putProfile(db: Queryable, userId: string, f: ProfileFields): Promise<{ created: boolean; profile: StoredProfile }> {
   const { rows } = await db.query<ProfileRow & { created: boolean }>(
-    `INSERT INTO user_profiles AS p (user_id, email, phone, locale, timezone)
-     VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO user_profiles AS p (user_id, email, phone, locale, timezone, tags)
+     VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (user_id) DO UPDATE
        SET email = EXCLUDED.email, phone = EXCLUDED.phone, locale = EXCLUDED.locale,
-           timezone = EXCLUDED.timezone, updated_at = now()
+           timezone = EXCLUDED.timezone, tags = EXCLUDED.tags, updated_at = now()
      RETURNING ${COLUMNS}, (xmax = 0) AS created`,
-    [userId, f.email ?? null, f.phone ?? null, f.locale ?? null, f.timezone ?? null],
+    [userId, f.email ?? null, f.phone ?? null, f.locale ?? null, f.timezone ?? null, f.tags ?? []],
   );
   const row = rows[0]!;
   return { created: row.created, profile: toProfile(row) };

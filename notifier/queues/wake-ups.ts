@@ -9,12 +9,19 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from '../../shared/db.js';
 import { txDb, type Boss } from './boss.js';
-import { deliverQueue, routeQueue, type ChannelName, type Tier } from './names.js';
+import { campaignQueue, deliverQueue, routeQueue, type ChannelName, type Tier } from './names.js';
 
 /** The job payload of every routing queue. */
 export interface RouteJob {
   notification_id: string;
 }
+
+/**
+ * The job payload of the campaign queues (notifier/campaigns/fanout.ts): move the fan-out of
+ * `notification_id` on (plan it, re-send its lost shard jobs, or after a stop cancel what is still
+ * queued), or expand one of its shards.
+ */
+export type CampaignJob = { notification_id: string; step: 'plan' } | { notification_id: string; step: 'shard'; shard: number };
 
 /** The job payload of every delivery queue. */
 export interface DeliveryJob {
@@ -34,6 +41,21 @@ export async function wakeRouter(client: PoolClient, boss: Boss, notificationId:
   const queue = routeQueue(tier);
   const id = randomUUID();
   const job: RouteJob = { notification_id: notificationId };
+  const sent = await boss.send(queue, job, { id, db: txDb(client) });
+  if (sent === null) throw new Error(`queue ${queue} does not exist`);
+  await client.query('UPDATE notifications SET route_job_id = $2 WHERE id = $1', [notificationId, id]);
+  return queue;
+}
+
+/**
+ * Wakes the campaign worker for a fan-out (its `plan` step); records the job on the notification
+ * (`route_job_id`: the reconciler replaces it if it is lost while the fan-out is unfinished).
+ * Returns the queue.
+ */
+export async function wakeCampaign(client: PoolClient, boss: Boss, notificationId: string, tier: Tier): Promise<string> {
+  const queue = campaignQueue(tier);
+  const id = randomUUID();
+  const job: CampaignJob = { notification_id: notificationId, step: 'plan' };
   const sent = await boss.send(queue, job, { id, db: txDb(client) });
   if (sent === null) throw new Error(`queue ${queue} does not exist`);
   await client.query('UPDATE notifications SET route_job_id = $2 WHERE id = $1', [notificationId, id]);

@@ -25,20 +25,37 @@
  * retries when the SMS also fails (`failed` → `queued`). A retry after a transient failure goes
  * `sending` → `queued` (internal; still shown as `queued`).
  *
- * Room left, by design, for the states the next features add, each to be placed in
- * {@link PRECEDENCE}: campaigns `pending_approval` (held, before `queued`: waiting for an operator)
- * and `cancelled` (suppressed, final, beside `capped`: the kill switch); provider feedback
- * `bounced`, `complained` (final, beside `failed`: after `sent`, the mailbox refused or the user
- * complained) and `undelivered` (the SMS carrier gave up, beside `failed`).
+ * Campaigns (notifier/campaigns): `cancelled` (final, beside `capped`) is a campaign delivery the
+ * kill switch stopped before a provider had it; `pending_approval` is not a delivery state but a
+ * fan-out's, shown as the notification's status while an operator has not decided (after
+ * `queued`: nothing is on its way yet).
+ *
+ * Room left, by design, for provider feedback: `bounced`, `complained` (final, beside `failed`:
+ * after `sent`, the mailbox refused or the user complained) and `undelivered` (the SMS carrier
+ * gave up, beside `failed`).
  */
 
 export type DeliveryStatus =
-  'queued' | 'sending' | 'sent' | 'delivered' | 'opened' | 'read' | 'failed' | 'dead_lettered' | 'opted_out' | 'capped' | 'digested';
+  | 'queued'
+  | 'sending'
+  | 'sent'
+  | 'delivered'
+  | 'opened'
+  | 'read'
+  | 'failed'
+  | 'dead_lettered'
+  | 'opted_out'
+  | 'capped'
+  | 'digested'
+  | 'cancelled';
 
 export type HoldState = 'quiet_hours' | 'digest';
 
-/** What callers see for a channel: `sending` is shown as `queued`, a hold by its reason, `digested` by its digest's state. */
-export type VisibleStatus = Exclude<DeliveryStatus, 'sending' | 'digested'> | HoldState;
+/**
+ * What callers see for a channel: `sending` is shown as `queued`, a hold by its reason, `digested`
+ * by its digest's state; `pending_approval` for a fan-out an operator has not decided.
+ */
+export type VisibleStatus = Exclude<DeliveryStatus, 'sending' | 'digested'> | HoldState | 'pending_approval';
 
 /** The overall status of a notification: `read` counts as `opened`. */
 export type OverallStatus = Exclude<VisibleStatus, 'read'>;
@@ -58,6 +75,7 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
   'opted_out',
   'capped',
   'digested',
+  'cancelled',
 ];
 
 const RANK: Readonly<Partial<Record<DeliveryStatus, number>>> = {
@@ -80,11 +98,13 @@ export const PRECEDENCE: readonly VisibleStatus[] = [
   'delivered',
   'sent',
   'queued',
+  'pending_approval',
   'quiet_hours',
   'digest',
   'dead_lettered',
   'failed',
   'capped',
+  'cancelled',
   'opted_out',
 ];
 

@@ -2,19 +2,22 @@
  * The status view of a notification (GET /api/v1/notifications/{id}/status): each channel's
  * status, the overall one (states.ts), and per channel why it is there and, for a hold, when it is
  * released (`details`). A digest's item shows its digest send's state. Before routing has created
- * the deliveries, the channels the request named (or push) show `queued`.
+ * the deliveries, the channels the request named (or push) show `queued`. An audience request
+ * shows its fan-out's progress instead (notifier/campaigns/progress.ts).
  */
 import { create } from '@bufbuild/protobuf';
 import type { Pool } from '../../shared/db.js';
 import { ChannelDetailSchema, StatusViewSchema, type ChannelDetail, type StatusView } from '../../proto/gen/notify/v1/notify_pb.js';
 import type { ChannelName, Tier } from '../queues/names.js';
 import { highest, overallStatus, visible, type DeliveryStatus, type VisibleStatus } from './states.js';
+import { campaignStatus, countsOf, fanoutOf, progressOf } from '../campaigns/progress.js';
 
 export interface NotificationStatus {
   view: StatusView;
   /** Who may see it: the sender and the recipient (besides service roles). */
   caller: string;
-  recipientId: string;
+  /** Null for an audience request (only its sender and service roles see it). */
+  recipientId: string | null;
 }
 
 interface DeliveryRow {
@@ -43,14 +46,15 @@ export async function notificationStatus(
 ): Promise<NotificationStatus | undefined> {
   const { rows } = await pool.query<{
     caller: string;
-    recipient_id: string;
+    recipient_id: string | null;
+    segment_id: string | null;
     channels: ChannelName[];
     notification_type: string | null;
     priority: Tier;
     deliveries: DeliveryRow[] | null;
   }>(
-    `SELECT n.caller, n.recipient_id, n.channels, n.notification_type, n.priority,
-            (SELECT json_agg(json_build_object(
+    `SELECT n.caller, n.recipient_id, n.segment_id, n.channels, n.notification_type, n.priority,
+            CASE WHEN n.segment_id IS NULL THEN (SELECT json_agg(json_build_object(
                       'channel', d.channel, 'priority', d.priority, 'status', d.status, 'hold_reason', d.hold_reason,
                       'release_ms', extract(epoch FROM d.next_attempt_at) * 1000, 'last_error', d.last_error,
                       'notification_type', d.notification_type,
@@ -59,12 +63,24 @@ export async function notificationStatus(
                FROM deliveries d
                LEFT JOIN digests g ON d.status = 'digested' AND g.id = d.digest_id
                LEFT JOIN deliveries s ON s.id = g.delivery_id
-              WHERE d.notification_id = n.id AND d.kind = 'single') AS deliveries
+              WHERE d.notification_id = n.id AND d.kind = 'single') END AS deliveries
        FROM notifications n WHERE n.id = $1`,
     [id],
   );
   const n = rows[0];
   if (!n) return undefined;
+  if (n.segment_id !== null) {
+    // An audience request: its fan-out's counters, not its (possibly millions of) deliveries.
+    const f = await fanoutOf(pool, id);
+    if (!f) return undefined;
+    const counts = (await countsOf(pool, [id])).get(id)!;
+    const { status, channels, details } = campaignStatus(f, counts);
+    return {
+      view: create(StatusViewSchema, { status, channels, details, campaign: progressOf(f, counts) }),
+      caller: n.caller,
+      recipientId: null,
+    };
+  }
   const byChannel = new Map<string, { state: VisibleStatus; detail: ChannelDetail }[]>();
   const type = n.notification_type ?? undefined;
   if (n.deliveries && n.deliveries.length > 0) {

@@ -97,6 +97,8 @@ export interface DeliveryWorkerOptions {
   wake: (queue: string) => void;
   /** The policies checked at the claim (workers/claim.ts). */
   policy: Pick<ClaimOptions, 'catalog' | 'settings' | 'prefsTimeoutMs' | 'unavailableRetryMs'>;
+  /** Has this replica heard that the campaign was stopped (notifier/campaigns/kill-switch.ts)? */
+  isStopped?: (campaignId: string | null) => boolean;
 }
 
 /**
@@ -138,6 +140,7 @@ export class DeliveryWorker {
   readonly #o: DeliveryWorkerOptions;
   readonly #leaseMs: number;
   readonly #sent: SentBatch;
+  readonly #claims = new Set<Promise<unknown>>();
 
   constructor(opts: DeliveryWorkerOptions) {
     this.#o = opts;
@@ -165,16 +168,41 @@ export class DeliveryWorker {
     }
   }
 
+  /** The claims under way now: the kill switch waits for them before it acknowledges a stop. */
+  claimsInFlight(): Promise<unknown>[] {
+    return [...this.#claims];
+  }
+
   /** The claim and the policy check before the provider call (claim.ts); pokes the queues it woke. */
   async #claim(ids: readonly string[], tier?: Tier): Promise<Map<string, ClaimedDelivery>> {
     const o = this.#o;
-    const { deliveries, wake } = await claimAndCheck(
+    const claim = claimAndCheck(
       { ...o.policy, pool: o.pool, boss: o.boss, clock: o.clock, leaseMs: this.#leaseMs, metrics: o.metrics, log: o.log },
       ids,
       tier,
     );
-    for (const q of wake) o.wake(q);
-    return deliveries;
+    this.#claims.add(claim);
+    try {
+      const { deliveries, wake } = await claim;
+      for (const q of wake) o.wake(q);
+      return deliveries;
+    } finally {
+      this.#claims.delete(claim);
+    }
+  }
+
+  /** The campaign was stopped after this delivery was claimed: it goes no further. */
+  #cancelled(d: ClaimedDelivery): Finish | undefined {
+    if (!this.#o.isStopped?.(d.campaign_id)) return undefined;
+    return writes(async (client) => {
+      await client.query(
+        `UPDATE deliveries SET status = 'cancelled', attempts = greatest(attempts - 1, 0), last_error = 'cancelled: the campaign was stopped',
+                sending_since = NULL, next_attempt_at = NULL, updated_at = now()
+          WHERE id = $1 AND status = 'sending'`,
+        [d.id],
+      );
+      return [];
+    });
   }
 
   async #recipients(ds: readonly ClaimedDelivery[]): Promise<Recipients> {
@@ -203,7 +231,7 @@ export class DeliveryWorker {
     }
     let finish: Finish;
     try {
-      finish = await this.#attempt(d, batch?.recipients);
+      finish = this.#cancelled(d) ?? (await this.#attempt(d, batch?.recipients));
     } catch (err) {
       // Nothing reached a provider (an unexpected failure before the call): undo the claim so the
       // retried job can take it at once instead of waiting out the lease.
@@ -293,6 +321,10 @@ export class DeliveryWorker {
       msg.data = { notification_id: d.notification_id, delivery_id: d.id, event_type: d.event_type };
     }
     if (d.channel === 'email' && msg.html !== undefined) msg.html = withPixel(msg.html, signedPixelUrl(o.pixel, d.id));
+
+    // Rendering took a moment: a stop heard meanwhile still keeps this send from the provider.
+    const stopped = this.#cancelled(d);
+    if (stopped) return stopped;
 
     const deadlineMs = o.sendTimeoutMs;
     const call = async (to: string, idempotencyKey: string): Promise<SendResult> => {

@@ -62,6 +62,8 @@ export interface ClaimedDelivery {
   event_type: string;
   template_data: Record<string, string>;
   locale: string | null;
+  /** The campaign it belongs to (the kill switch's unit), if any. */
+  campaign_id: string | null;
   /** When the notification was accepted (epoch ms), for send latency. */
   accepted_at_ms: number;
   /** NULL only for deliveries older than migration 070 (the catalogue's fallback type then). */
@@ -87,21 +89,32 @@ export async function claimDeliveries(
   leaseMs: number,
   nowMs: number,
 ): Promise<Map<string, ClaimedDelivery>> {
+  // A delivery of a stopped campaign (notifier/campaigns/kill-switch.ts) is cancelled instead of
+  // claimed, in the same statement: once the stop has committed, no claim can take one.
   const { rows } = await db.query<ClaimedDelivery>(
     `WITH prev AS (
        SELECT id, status FROM deliveries WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+     ), takeable AS (
+       SELECT d.id, prev.status, n.campaign_id,
+              (n.campaign_id IS NOT NULL AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = n.campaign_id AND c.stopped_at IS NOT NULL)) AS stopped
+         FROM prev JOIN deliveries d ON d.id = prev.id JOIN notifications n ON n.id = d.notification_id
+        WHERE (prev.status = 'queued'
+               -- A digest's send is never taken before its flush time, whatever woke it.
+               AND (d.kind = 'single' OR d.next_attempt_at IS NULL OR d.next_attempt_at <= to_timestamp($3::double precision / 1000)))
+           OR (prev.status = 'sending' AND d.sending_since < now() - make_interval(secs => $2::double precision / 1000))
+     ), cancelled AS (
+       UPDATE deliveries d SET status = 'cancelled', last_error = 'cancelled: the campaign was stopped', sending_since = NULL,
+              next_attempt_at = NULL, hold_reason = NULL, updated_at = now()
+         FROM takeable t WHERE d.id = t.id AND t.stopped
+       RETURNING d.id
      )
      UPDATE deliveries d
         SET status = 'sending', attempts = d.attempts + 1, sending_since = now(), hold_reason = NULL, updated_at = now()
-       FROM prev, notifications n
-      WHERE d.id = prev.id AND n.id = d.notification_id
-        AND ((prev.status = 'queued'
-              -- A digest's send is never taken before its flush time, whatever woke it.
-              AND (d.kind = 'single' OR d.next_attempt_at IS NULL OR d.next_attempt_at <= to_timestamp($3::double precision / 1000)))
-             OR (prev.status = 'sending' AND d.sending_since < now() - make_interval(secs => $2::double precision / 1000)))
+       FROM takeable t, notifications n
+      WHERE d.id = t.id AND NOT t.stopped AND n.id = d.notification_id
      RETURNING d.id, d.notification_id, d.channel, d.recipient_id, d.priority, d.template_id, d.attempts,
-               d.use_secondary, d.failed_over_to::text, prev.status AS previous_status,
-               n.event_type, n.template_data, n.locale,
+               d.use_secondary, d.failed_over_to::text, t.status AS previous_status,
+               n.event_type, n.template_data, n.locale, n.campaign_id,
                (extract(epoch FROM n.created_at) * 1000)::float8 AS accepted_at_ms,
                coalesce(d.notification_type, n.notification_type) AS notification_type, d.kind, d.digest_id::text,
                (d.counted_at IS NOT NULL) AS counted`,

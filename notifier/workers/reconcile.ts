@@ -15,7 +15,7 @@ import { withTransaction, type Pool } from '../../shared/db.js';
 import type { Logger } from '../../shared/log.js';
 import type { Boss } from '../queues/boss.js';
 import type { ChannelName, Tier } from '../queues/names.js';
-import { wakeDeliveries, wakeRouter } from '../queues/wake-ups.js';
+import { wakeCampaign, wakeDeliveries, wakeRouter } from '../queues/wake-ups.js';
 
 export interface ReconcilerOptions {
   pool: Pool;
@@ -38,19 +38,24 @@ export interface ReconcileResult {
 
 // pg-boss 10 keeps every job in pgboss.job (partitioned by queue name, keyed by (name, id)); a
 // state before 'completed' (created, retry, active) is a wake-up still on its way.
+// An audience request's job is its fan-out's campaign job (notifier/campaigns/fanout.ts): the
+// notification stays unrouted until the fan-out is finished, and a lost job is replaced the same way.
 const UNROUTED = `
-  SELECT n.id, n.priority FROM notifications n
+  SELECT n.id, n.priority, (n.segment_id IS NOT NULL) AS campaign FROM notifications n
    WHERE n.routed_at IS NULL
      AND n.created_at < now() - make_interval(secs => $1::double precision / 1000)
      AND NOT EXISTS (SELECT 1 FROM pgboss.job j
-                      WHERE j.name = 'notify-route-' || n.priority AND j.id = n.route_job_id AND j.state < 'completed')
+                      WHERE j.name = (CASE WHEN n.segment_id IS NULL THEN 'notify-route-' ELSE 'notify-campaign-' END) || n.priority
+                        AND j.id = n.route_job_id AND j.state < 'completed')
    ORDER BY n.created_at
    LIMIT $2
    FOR UPDATE OF n SKIP LOCKED`;
 
+// A campaign delivery that never had a wake-up is the campaign pump's (notifier/campaigns/pump.ts).
 const STRANDED = `
   SELECT d.id, d.channel, d.priority FROM deliveries d
    WHERE d.status IN ('queued', 'sending')
+     AND (d.campaign_shard IS NULL OR d.wake_job_id IS NOT NULL)
      AND coalesce(d.next_attempt_at, d.created_at) < now() - make_interval(secs => $1::double precision / 1000)
      AND (d.status = 'queued' OR d.sending_since < now() - make_interval(secs => $1::double precision / 1000))
      AND NOT EXISTS (SELECT 1 FROM pgboss.job j
@@ -83,8 +88,9 @@ export class Reconciler {
       const { rows: lock } = await client.query<{ ok: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtext('notifier:reconcile')) AS ok`);
       if (!lock[0]?.ok) return { result: { notifications: 0, deliveries: 0 }, due: [] as string[] };
       const due = new Set<string>();
-      const unrouted = await client.query<{ id: string; priority: Tier }>(UNROUTED, [o.graceMs, batch]);
-      for (const n of unrouted.rows) due.add(await wakeRouter(client, o.boss, n.id, n.priority));
+      const unrouted = await client.query<{ id: string; priority: Tier; campaign: boolean }>(UNROUTED, [o.graceMs, batch]);
+      for (const n of unrouted.rows)
+        due.add(n.campaign ? await wakeCampaign(client, o.boss, n.id, n.priority) : await wakeRouter(client, o.boss, n.id, n.priority));
       const stranded = await client.query<{ id: string; channel: ChannelName; priority: Tier }>(STRANDED, [o.graceMs, batch]);
       const woken = await wakeDeliveries(
         client,

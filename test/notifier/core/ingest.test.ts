@@ -75,8 +75,9 @@ t.test('ingestion', async (t) => {
     );
     const unknownType = await core.notify(request({ notification_type: 'gossip' }));
     t.match(unknownType, { status: 400, body: { code: 'invalid_field', field: 'notification_type' } });
-    const audience = await core.notify(request({ recipient_id: undefined, audience: { segment: 'all-users' } }));
-    t.match(audience, { status: 422, body: { code: 'audience_not_supported' } });
+    // request() is transactional: a campaign never is (test/notifier/campaigns/ covers the rest).
+    const audience = await core.notify(request({ recipient_id: undefined, audience: { segment: 'all-users' }, campaign_id: 'c1' }));
+    t.match(audience, { status: 422, body: { code: 'audience_not_allowed' } });
     const unknown = await core.notify(request({ template_id: 'nope_v1' }));
     t.match(unknown, { status: 422, body: { code: 'unknown_template', field: 'template_id' } });
   });

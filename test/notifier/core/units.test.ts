@@ -205,7 +205,7 @@ t.test('pixel signatures, cursors, keys and names', async (t) => {
   t.equal(deliveryKey('n', 'push', 'u'), deliveryKey('n', 'push', 'u'));
   t.not(deliveryKey('n', 'push', 'u'), deliveryKey('n', 'sms', 'u'));
   t.match(deliveryKey('n', 'push', 'u'), /^[0-9a-f]{64}$/);
-  t.equal(allQueues().length, 21, '4 routing + 16 delivery + retention');
+  t.equal(allQueues().length, 24, '4 routing + 16 delivery + 3 campaign + retention');
   t.equal(leaseMs(10_000), 15_000);
   t.equal(leaseMs(1_000), 2_000);
 });

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file notify/v1/notify.proto.
  */
 export const file_notify_v1_notify: GenFile = /*@__PURE__*/
-  fileDesc("ChZub3RpZnkvdjEvbm90aWZ5LnByb3RvEglub3RpZnkudjEiGwoIQXVkaWVuY2USDwoHc2VnbWVudBgBIAEoCSLtAwoTTm90aWZpY2F0aW9uUmVxdWVzdBISCgpldmVudF90eXBlGAEgASgJEhYKDHJlY2lwaWVudF9pZBgCIAEoCUgAEicKCGF1ZGllbmNlGAMgASgLMhMubm90aWZ5LnYxLkF1ZGllbmNlSAASEwoLdGVtcGxhdGVfaWQYBCABKAkSRwoNdGVtcGxhdGVfZGF0YRgFIAMoCzIwLm5vdGlmeS52MS5Ob3RpZmljYXRpb25SZXF1ZXN0LlRlbXBsYXRlRGF0YUVudHJ5EiUKCHByaW9yaXR5GAYgASgOMhMubm90aWZ5LnYxLlByaW9yaXR5EiQKCGNoYW5uZWxzGAcgAygOMhIubm90aWZ5LnYxLkNoYW5uZWwSFwoPaWRlbXBvdGVuY3lfa2V5GAggASgJEhMKBmxvY2FsZRgJIAEoCUgBiAEBEhgKC2NhbXBhaWduX2lkGAogASgJSAKIAQESHgoRbm90aWZpY2F0aW9uX3R5cGUYCyABKAlIA4gBARozChFUZW1wbGF0ZURhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBnRhcmdldEIJCgdfbG9jYWxlQg4KDF9jYW1wYWlnbl9pZEIUChJfbm90aWZpY2F0aW9uX3R5cGUiPAoRSW5nZXN0aW9uUmVzcG9uc2USFwoPbm90aWZpY2F0aW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCSKDAgoKU3RhdHVzVmlldxIOCgZzdGF0dXMYASABKAkSNQoIY2hhbm5lbHMYAiADKAsyIy5ub3RpZnkudjEuU3RhdHVzVmlldy5DaGFubmVsc0VudHJ5EjMKB2RldGFpbHMYAyADKAsyIi5ub3RpZnkudjEuU3RhdHVzVmlldy5EZXRhaWxzRW50cnkaLwoNQ2hhbm5lbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGkgKDERldGFpbHNFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5ub3RpZnkudjEuQ2hhbm5lbERldGFpbDoCOAEinQEKDUNoYW5uZWxEZXRhaWwSDgoGc3RhdHVzGAEgASgJEhMKBnJlYXNvbhgCIAEoCUgAiAEBEhcKCnJlbGVhc2VfYXQYAyABKAFIAYgBARIeChFub3RpZmljYXRpb25fdHlwZRgEIAEoCUgCiAEBQgkKB19yZWFzb25CDQoLX3JlbGVhc2VfYXRCFAoSX25vdGlmaWNhdGlvbl90eXBlIoACCglJbmJveEl0ZW0SCgoCaWQYASABKAkSFwoPbm90aWZpY2F0aW9uX2lkGAIgASgJEhIKCmV2ZW50X3R5cGUYAyABKAkSDQoFdGl0bGUYBCABKAkSDAoEYm9keRgFIAEoCRIsCgRkYXRhGAYgAygLMh4ubm90aWZ5LnYxLkluYm94SXRlbS5EYXRhRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoARIMCgRyZWFkGAggASgIEhQKB3JlYWRfYXQYCSABKAFIAIgBARorCglEYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIKCghfcmVhZF9hdCJiCglJbmJveFBhZ2USKwoNbm90aWZpY2F0aW9ucxgBIAMoCzIULm5vdGlmeS52MS5JbmJveEl0ZW0SGAoLbmV4dF9jdXJzb3IYAiABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiiAEKEkNoYW5uZWxQcmVmZXJlbmNlcxIRCgRwdXNoGAEgASgISACIAQESEgoFZW1haWwYAiABKAhIAYgBARIQCgNzbXMYAyABKAhIAogBARITCgZpbl9hcHAYBCABKAhIA4gBAUIHCgVfcHVzaEIICgZfZW1haWxCBgoEX3Ntc0IJCgdfaW5fYXBwIigKClF1aWV0SG91cnMSDQoFc3RhcnQYASABKAkSCwoDZW5kGAIgASgJIqECCgtQcmVmZXJlbmNlcxI0Cg1vcmRlcl91cGRhdGVzGAEgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxI2Cg9zb2NpYWxfYWN0aXZpdHkYAiABKAsyHS5ub3RpZnkudjEuQ2hhbm5lbFByZWZlcmVuY2VzEjYKD3NlY3VyaXR5X2FsZXJ0cxgDIAEoCzIdLm5vdGlmeS52MS5DaGFubmVsUHJlZmVyZW5jZXMSMAoJbWFya2V0aW5nGAQgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxIqCgtxdWlldF9ob3VycxgFIAEoCzIVLm5vdGlmeS52MS5RdWlldEhvdXJzSgQIBhAHUgh0aW1lem9uZSp6CghQcmlvcml0eRIYChRQUklPUklUWV9VTlNQRUNJRklFRBAAEhoKFlBSSU9SSVRZX1RSQU5TQUNUSU9OQUwQARIRCg1QUklPUklUWV9ISUdIEAISEwoPUFJJT1JJVFlfTk9STUFMEAMSEAoMUFJJT1JJVFlfTE9XEAQqbAoHQ2hhbm5lbBIXChNDSEFOTkVMX1VOU1BFQ0lGSUVEEAASEAoMQ0hBTk5FTF9QVVNIEAESEgoOQ0hBTk5FTF9JTl9BUFAQAhIRCg1DSEFOTkVMX0VNQUlMEAMSDwoLQ0hBTk5FTF9TTVMQBGIGcHJvdG8z");
+  fileDesc("ChZub3RpZnkvdjEvbm90aWZ5LnByb3RvEglub3RpZnkudjEiGwoIQXVkaWVuY2USDwoHc2VnbWVudBgBIAEoCSLtAwoTTm90aWZpY2F0aW9uUmVxdWVzdBISCgpldmVudF90eXBlGAEgASgJEhYKDHJlY2lwaWVudF9pZBgCIAEoCUgAEicKCGF1ZGllbmNlGAMgASgLMhMubm90aWZ5LnYxLkF1ZGllbmNlSAASEwoLdGVtcGxhdGVfaWQYBCABKAkSRwoNdGVtcGxhdGVfZGF0YRgFIAMoCzIwLm5vdGlmeS52MS5Ob3RpZmljYXRpb25SZXF1ZXN0LlRlbXBsYXRlRGF0YUVudHJ5EiUKCHByaW9yaXR5GAYgASgOMhMubm90aWZ5LnYxLlByaW9yaXR5EiQKCGNoYW5uZWxzGAcgAygOMhIubm90aWZ5LnYxLkNoYW5uZWwSFwoPaWRlbXBvdGVuY3lfa2V5GAggASgJEhMKBmxvY2FsZRgJIAEoCUgBiAEBEhgKC2NhbXBhaWduX2lkGAogASgJSAKIAQESHgoRbm90aWZpY2F0aW9uX3R5cGUYCyABKAlIA4gBARozChFUZW1wbGF0ZURhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBnRhcmdldEIJCgdfbG9jYWxlQg4KDF9jYW1wYWlnbl9pZEIUChJfbm90aWZpY2F0aW9uX3R5cGUiPAoRSW5nZXN0aW9uUmVzcG9uc2USFwoPbm90aWZpY2F0aW9uX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCSLEAgoKU3RhdHVzVmlldxIOCgZzdGF0dXMYASABKAkSNQoIY2hhbm5lbHMYAiADKAsyIy5ub3RpZnkudjEuU3RhdHVzVmlldy5DaGFubmVsc0VudHJ5EjMKB2RldGFpbHMYAyADKAsyIi5ub3RpZnkudjEuU3RhdHVzVmlldy5EZXRhaWxzRW50cnkSMgoIY2FtcGFpZ24YBCABKAsyGy5ub3RpZnkudjEuQ2FtcGFpZ25Qcm9ncmVzc0gAiAEBGi8KDUNoYW5uZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARpICgxEZXRhaWxzRW50cnkSCwoDa2V5GAEgASgJEicKBXZhbHVlGAIgASgLMhgubm90aWZ5LnYxLkNoYW5uZWxEZXRhaWw6AjgBQgsKCV9jYW1wYWlnbiKHAwoQQ2FtcGFpZ25Qcm9ncmVzcxITCgtjYW1wYWlnbl9pZBgBIAEoCRIPCgdzZWdtZW50GAIgASgJEhcKD3NlZ21lbnRfdmVyc2lvbhgDIAEoDRINCgVzdGF0ZRgEIAEoCRISCgpyZWNpcGllbnRzGAUgASgNEhAKCGV4cGFuZGVkGAYgASgNEg4KBnF1ZXVlZBgHIAEoDRIMCgRzZW50GAggASgNEhEKCWRlbGl2ZXJlZBgJIAEoDRIOCgZmYWlsZWQYCiABKA0SEgoKc3VwcHJlc3NlZBgLIAEoDRIRCgljYW5jZWxsZWQYDCABKA0SDgoGc2hhcmRzGA0gASgNEhMKC3NoYXJkc19kb25lGA4gASgNEhUKCGFwcHJvdmVkGA8gASgISACIAQESFwoKZGVjaWRlZF9ieRgQIAEoCUgBiAEBEhcKCmRlY2lkZWRfYXQYESABKAlIAogBAUILCglfYXBwcm92ZWRCDQoLX2RlY2lkZWRfYnlCDQoLX2RlY2lkZWRfYXQinQEKDUNoYW5uZWxEZXRhaWwSDgoGc3RhdHVzGAEgASgJEhMKBnJlYXNvbhgCIAEoCUgAiAEBEhcKCnJlbGVhc2VfYXQYAyABKAFIAYgBARIeChFub3RpZmljYXRpb25fdHlwZRgEIAEoCUgCiAEBQgkKB19yZWFzb25CDQoLX3JlbGVhc2VfYXRCFAoSX25vdGlmaWNhdGlvbl90eXBlIoACCglJbmJveEl0ZW0SCgoCaWQYASABKAkSFwoPbm90aWZpY2F0aW9uX2lkGAIgASgJEhIKCmV2ZW50X3R5cGUYAyABKAkSDQoFdGl0bGUYBCABKAkSDAoEYm9keRgFIAEoCRIsCgRkYXRhGAYgAygLMh4ubm90aWZ5LnYxLkluYm94SXRlbS5EYXRhRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoARIMCgRyZWFkGAggASgIEhQKB3JlYWRfYXQYCSABKAFIAIgBARorCglEYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIKCghfcmVhZF9hdCJiCglJbmJveFBhZ2USKwoNbm90aWZpY2F0aW9ucxgBIAMoCzIULm5vdGlmeS52MS5JbmJveEl0ZW0SGAoLbmV4dF9jdXJzb3IYAiABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiiAEKEkNoYW5uZWxQcmVmZXJlbmNlcxIRCgRwdXNoGAEgASgISACIAQESEgoFZW1haWwYAiABKAhIAYgBARIQCgNzbXMYAyABKAhIAogBARITCgZpbl9hcHAYBCABKAhIA4gBAUIHCgVfcHVzaEIICgZfZW1haWxCBgoEX3Ntc0IJCgdfaW5fYXBwIigKClF1aWV0SG91cnMSDQoFc3RhcnQYASABKAkSCwoDZW5kGAIgASgJIqECCgtQcmVmZXJlbmNlcxI0Cg1vcmRlcl91cGRhdGVzGAEgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxI2Cg9zb2NpYWxfYWN0aXZpdHkYAiABKAsyHS5ub3RpZnkudjEuQ2hhbm5lbFByZWZlcmVuY2VzEjYKD3NlY3VyaXR5X2FsZXJ0cxgDIAEoCzIdLm5vdGlmeS52MS5DaGFubmVsUHJlZmVyZW5jZXMSMAoJbWFya2V0aW5nGAQgASgLMh0ubm90aWZ5LnYxLkNoYW5uZWxQcmVmZXJlbmNlcxIqCgtxdWlldF9ob3VycxgFIAEoCzIVLm5vdGlmeS52MS5RdWlldEhvdXJzSgQIBhAHUgh0aW1lem9uZSp6CghQcmlvcml0eRIYChRQUklPUklUWV9VTlNQRUNJRklFRBAAEhoKFlBSSU9SSVRZX1RSQU5TQUNUSU9OQUwQARIRCg1QUklPUklUWV9ISUdIEAISEwoPUFJJT1JJVFlfTk9STUFMEAMSEAoMUFJJT1JJVFlfTE9XEAQqbAoHQ2hhbm5lbBIXChNDSEFOTkVMX1VOU1BFQ0lGSUVEEAASEAoMQ0hBTk5FTF9QVVNIEAESEgoOQ0hBTk5FTF9JTl9BUFAQAhIRCg1DSEFOTkVMX0VNQUlMEAMSDwoLQ0hBTk5FTF9TTVMQBGIGcHJvdG8z");
 
 /**
  * A broadcast target, expanded into per-recipient tasks by queued fan-out jobs.
@@ -174,7 +174,8 @@ export const IngestionResponseSchema: GenMessage<IngestionResponse> = /*@__PURE_
 export type StatusView = Message<"notify.v1.StatusView"> & {
   /**
    * Overall delivery status, the highest of its channels' in this order: opened, delivered, sent,
-   * queued, quiet_hours, digest, dead_lettered, failed, capped, opted_out.
+   * queued, pending_approval, quiet_hours, digest, dead_lettered, failed, capped, cancelled,
+   * opted_out.
    *
    * @generated from field: string status = 1;
    */
@@ -195,6 +196,14 @@ export type StatusView = Message<"notify.v1.StatusView"> & {
    * @generated from field: map<string, notify.v1.ChannelDetail> details = 3;
    */
   details: { [key: string]: ChannelDetail };
+
+  /**
+   * For a request sent to an audience: its fan-out's progress (counters kept per shard, not
+   * counted row by row).
+   *
+   * @generated from field: optional notify.v1.CampaignProgress campaign = 4;
+   */
+  campaign?: CampaignProgress | undefined;
 };
 
 /**
@@ -203,6 +212,128 @@ export type StatusView = Message<"notify.v1.StatusView"> & {
  */
 export const StatusViewSchema: GenMessage<StatusView> = /*@__PURE__*/
   messageDesc(file_notify_v1_notify, 3);
+
+/**
+ * The fan-out of one audience request, and what became of its deliveries so far. Counts are
+ * deliveries (one per recipient and channel) except recipients and expanded, which count members.
+ *
+ * @generated from message notify.v1.CampaignProgress
+ */
+export type CampaignProgress = Message<"notify.v1.CampaignProgress"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * @generated from field: string segment = 2;
+   */
+  segment: string;
+
+  /**
+   * The segment version this fan-out expands (pinned when planned; 0 before).
+   *
+   * @generated from field: uint32 segment_version = 3;
+   */
+  segmentVersion: number;
+
+  /**
+   * planning, pending_approval, expanding, expanded, rejected, cancelled (the campaign was stopped).
+   *
+   * @generated from field: string state = 4;
+   */
+  state: string;
+
+  /**
+   * The segment's members when the fan-out was planned.
+   *
+   * @generated from field: uint32 recipients = 5;
+   */
+  recipients: number;
+
+  /**
+   * Members expanded into delivery records so far.
+   *
+   * @generated from field: uint32 expanded = 6;
+   */
+  expanded: number;
+
+  /**
+   * Waiting to be sent: queued, held (quiet hours) or with a worker.
+   *
+   * @generated from field: uint32 queued = 7;
+   */
+  queued: number;
+
+  /**
+   * @generated from field: uint32 sent = 8;
+   */
+  sent: number;
+
+  /**
+   * Delivered, opened or read.
+   *
+   * @generated from field: uint32 delivered = 9;
+   */
+  delivered: number;
+
+  /**
+   * Failed or dead-lettered.
+   *
+   * @generated from field: uint32 failed = 10;
+   */
+  failed: number;
+
+  /**
+   * Opted out or over a cap.
+   *
+   * @generated from field: uint32 suppressed = 11;
+   */
+  suppressed: number;
+
+  /**
+   * Stopped by the kill switch before a provider had them.
+   *
+   * @generated from field: uint32 cancelled = 12;
+   */
+  cancelled: number;
+
+  /**
+   * @generated from field: uint32 shards = 13;
+   */
+  shards: number;
+
+  /**
+   * @generated from field: uint32 shards_done = 14;
+   */
+  shardsDone: number;
+
+  /**
+   * Set once an operator approved (true) or rejected (false) a fan-out above the approval threshold.
+   *
+   * @generated from field: optional bool approved = 15;
+   */
+  approved?: boolean | undefined;
+
+  /**
+   * @generated from field: optional string decided_by = 16;
+   */
+  decidedBy?: string | undefined;
+
+  /**
+   * RFC 3339.
+   *
+   * @generated from field: optional string decided_at = 17;
+   */
+  decidedAt?: string | undefined;
+};
+
+/**
+ * Describes the message notify.v1.CampaignProgress.
+ * Use `create(CampaignProgressSchema)` to create a new message.
+ */
+export const CampaignProgressSchema: GenMessage<CampaignProgress> = /*@__PURE__*/
+  messageDesc(file_notify_v1_notify, 4);
 
 /**
  * Why a channel is where it is.
@@ -243,7 +374,7 @@ export type ChannelDetail = Message<"notify.v1.ChannelDetail"> & {
  * Use `create(ChannelDetailSchema)` to create a new message.
  */
 export const ChannelDetailSchema: GenMessage<ChannelDetail> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 4);
+  messageDesc(file_notify_v1_notify, 5);
 
 /**
  * One item of a user's in-app inbox.
@@ -314,7 +445,7 @@ export type InboxItem = Message<"notify.v1.InboxItem"> & {
  * Use `create(InboxItemSchema)` to create a new message.
  */
 export const InboxItemSchema: GenMessage<InboxItem> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 5);
+  messageDesc(file_notify_v1_notify, 6);
 
 /**
  * The answer to GET /api/v1/users/{user_id}/notifications.
@@ -342,7 +473,7 @@ export type InboxPage = Message<"notify.v1.InboxPage"> & {
  * Use `create(InboxPageSchema)` to create a new message.
  */
 export const InboxPageSchema: GenMessage<InboxPage> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 6);
+  messageDesc(file_notify_v1_notify, 7);
 
 /**
  * Which channels a notification type may use. An absent channel keeps its current setting
@@ -377,7 +508,7 @@ export type ChannelPreferences = Message<"notify.v1.ChannelPreferences"> & {
  * Use `create(ChannelPreferencesSchema)` to create a new message.
  */
 export const ChannelPreferencesSchema: GenMessage<ChannelPreferences> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 7);
+  messageDesc(file_notify_v1_notify, 8);
 
 /**
  * Quiet hours hold non-transactional notifications and release them after the window.
@@ -404,7 +535,7 @@ export type QuietHours = Message<"notify.v1.QuietHours"> & {
  * Use `create(QuietHoursSchema)` to create a new message.
  */
 export const QuietHoursSchema: GenMessage<QuietHours> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 8);
+  messageDesc(file_notify_v1_notify, 9);
 
 /**
  * A user's preferences: the body of PATCH /api/v1/users/{user_id}/preferences (a partial update:
@@ -447,7 +578,7 @@ export type Preferences = Message<"notify.v1.Preferences"> & {
  * Use `create(PreferencesSchema)` to create a new message.
  */
 export const PreferencesSchema: GenMessage<Preferences> = /*@__PURE__*/
-  messageDesc(file_notify_v1_notify, 9);
+  messageDesc(file_notify_v1_notify, 10);
 
 /**
  * The priority tier. Each tier has its own physical queue and worker pool.
