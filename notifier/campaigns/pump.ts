@@ -44,8 +44,9 @@ const DUE_PAIRS = `
                     AND d.channel = p.channel AND d.priority = p.priority
                     AND coalesce(d.next_attempt_at, d.created_at) <= now())`;
 
+// Due now: a retry scheduled for later is not waiting in front of the campaign.
 const WAITING = `SELECT count(*)::int AS n FROM (
-  SELECT 1 FROM pgboss.job WHERE name = $1 AND state < 'active' LIMIT $2) w`;
+  SELECT 1 FROM pgboss.job WHERE name = $1 AND state < 'active' AND start_after <= now() LIMIT $2) w`;
 
 /** The oldest due unwoken deliveries of running campaigns, locked for this transaction. */
 const PICK = `
