@@ -8,7 +8,9 @@
  *   progress, 413 past the cap; the live version is unchanged by any failure;
  * - `PUT /api/v1/admin/segments/{segment_id}` `{"kind": "rule", "rule": {…}}`: creates or changes
  *   a rule segment → 201 or 200 (a changed rule bumps the version);
- * - `GET /api/v1/admin/segments/{segment_id}` → the segment (a rule segment's size counted now).
+ * - `GET /api/v1/admin/segments/{segment_id}` → the segment (a rule segment's size counted now);
+ * - `DELETE /api/v1/admin/segments/{segment_id}` → 204; a campaign already expanding it goes on
+ *   with the version it pinned.
  */
 import { invalidField, PlatformError } from '../../shared/errors.js';
 import { jsonBody, route, streamRoute, type EdgeOptions, type StreamRouteOptions } from '../../shared/http.js';
@@ -20,7 +22,7 @@ import type { SegmentCleanup } from './cleanup.js';
 import { uploadFormat } from './lines.js';
 import { parseRule } from './rule.js';
 import { parseSegmentId } from './segment-id.js';
-import { loadSegment, putRuleSegment, type SegmentView } from './store.js';
+import { deleteSegment, loadSegment, putRuleSegment, type SegmentView } from './store.js';
 import { uploadList } from './upload.js';
 
 export interface SegmentRoutesOptions {
@@ -113,6 +115,20 @@ export function registerSegmentRoutes(app: TemplatedApp, edge: EdgeOptions, o: S
       const view = await loadSegment(o.pool, id);
       if (!view) throw new PlatformError('not_found', { detail: `no segment ${id}` });
       return { body: segmentJson(view) };
+    },
+    edge,
+  );
+
+  route(
+    app,
+    'del',
+    '/api/v1/admin/segments/:segment_id',
+    async (ctx) => {
+      await admin(ctx);
+      const id = parseSegmentId(ctx.params[0]!);
+      if (!(await deleteSegment(o.pool, id))) throw new PlatformError('not_found', { detail: `no segment ${id}` });
+      o.cleanup.kick();
+      return { status: 204 };
     },
     edge,
   );

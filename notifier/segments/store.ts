@@ -199,6 +199,21 @@ export async function switchVersion(pool: Pool, id: string, version: number, by:
   });
 }
 
+/**
+ * Deletes a segment; false when there is none. A list's live version is retired, so the clean-up
+ * deletes its members once no open fan-out pins it (a fan-out planning now holds the row FOR
+ * SHARE, and this waits for it). An upload in progress is left to finish: it creates the segment
+ * again, as a new version.
+ */
+export async function deleteSegment(pool: Pool, id: string): Promise<boolean> {
+  return withTransaction(pool, async (c) => {
+    const del = await c.query('DELETE FROM segments WHERE id = $1 RETURNING kind', [id]);
+    if (del.rowCount === 0) return false;
+    await c.query(`UPDATE segment_versions SET state = 'retired' WHERE segment_id = $1 AND state = 'live'`, [id]);
+    return true;
+  });
+}
+
 /** Marks a failed upload `abandoned`; the clean-up deletes its members. */
 export async function abandonUpload(db: Queryable, id: string, version: number): Promise<void> {
   await db.query(`UPDATE segment_versions SET state = 'abandoned' WHERE segment_id = $1 AND version = $2 AND state = 'uploading'`, [

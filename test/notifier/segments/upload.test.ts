@@ -211,3 +211,22 @@ t.test('wrong kind, wrong type, bad id, unknown segment, auth', async (t) => {
   t.match(none, { status: 401, body: { code: 'credentials_required' } });
   t.match((await get('nd-1')).body, { version: 1, size: 4 }, 'nothing changed nd-1');
 });
+
+t.test('DELETE: 204, then 404; the members go once nothing pins them; the id can be used again', async (t) => {
+  await upload(core, 'gone', ndjson(['g1', 'g2']));
+  const del = await core.api('DELETE', '/api/v1/admin/segments/gone', undefined, core.admin);
+  t.equal(del.status, 204);
+  t.match(await get('gone'), { status: 404, body: { code: 'not_found' } });
+  t.match(await core.api('DELETE', '/api/v1/admin/segments/gone', undefined, core.admin), { status: 404 });
+  t.match(await core.api('DELETE', '/api/v1/admin/segments/nd-1', undefined, core.user('alice')), { status: 403 });
+  await waitFor(async () => (await versionRow(core, 'gone', 1))?.purged_at, { what: 'the deleted version to be purged' });
+  t.equal((await versionRow(core, 'gone', 1))?.state, 'retired');
+  t.same(await storedMembers(core, 'gone', 1), []);
+  const again = await upload(core, 'gone', ndjson(['g3']));
+  t.equal(again.status, 201, 'a new segment');
+  t.match(again.body, { version: 2, size: 1 }, 'its version follows the deleted one: a pinned version number is never reused');
+  const rule = await core.api('PUT', '/api/v1/admin/segments/rule-gone', { kind: 'rule', rule: { tags: ['x'] } }, core.admin);
+  t.equal(rule.status, 201);
+  t.equal((await core.api('DELETE', '/api/v1/admin/segments/rule-gone', undefined, core.admin)).status, 204);
+  t.match(await get('rule-gone'), { status: 404 });
+});
