@@ -1,6 +1,6 @@
 /**
  * Push over the FCM HTTP v1 API: `POST {base}/v1/projects/{project}/messages:send` with a Bearer
- * token and `{message: {token, notification: {title, body}, data, android, apns}}`.
+ * token and `{message: {token, notification: {title, body}, data, android, apns, webpush}}`.
  *
  * Credentials: a static token (FCM_ACCESS_TOKEN, what the sandbox takes by default), or, as real
  * FCM wants, short-lived OAuth 2.0 access tokens minted from a service-account key
@@ -22,7 +22,10 @@
  *   `connection_failed`.
  *
  * FCM has no idempotency key and no way to ask whether a message was sent, so there is no
- * `lookup`: the delivery id travels in `data.delivery_id` (the app reports receipt and open with it).
+ * `lookup`: the delivery id travels in `data.delivery_id` (the app reports receipt and open with it),
+ * and a repeated send is made invisible on the device instead: every message carries the delivery's
+ * replace identifiers (`apns-collapse-id`, `android.notification.tag`, `webpush.notification.tag`;
+ * push-replace.ts), so a second copy replaces the first rather than adding to it.
  */
 import type { Clock } from '../../shared/clock.js';
 import { invalidToken, permanent, retry, sent, type Channel, type OutboundMessage, type SendContext, type SendResult } from './channel.js';
@@ -30,6 +33,7 @@ import { ProviderGuard, type GuardDeps } from './breaker.js';
 import { isTokenRefused } from './google-oauth.js';
 import { ProviderHttp, isFailure, jsonOf, type HttpAnswer } from './provider-http.js';
 import { parseRetryAfter } from './retry-after.js';
+import { replaceIds } from './push-replace.js';
 
 export interface FcmChannelOptions {
   /** Provider name in metrics, breaker and results (default `fcm`). */
@@ -141,18 +145,24 @@ function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
   );
 }
 
-/** The FCM v1 request body for one message. */
+/**
+ * The FCM v1 request body for one message. Every message carries the Android, APNs and web push
+ * overrides: FCM applies only the one of the token's platform, so the registry's `platform` is not
+ * needed here (and a token registered under the wrong platform still gets its replace identifier).
+ */
 export function fcmMessage(msg: OutboundMessage, ctx: SendContext): { message: Record<string, unknown> } {
   const urgent = msg.tier === 'transactional' || msg.tier === 'high';
   const notification: Record<string, string> = { body: msg.body };
   if (msg.title !== undefined) notification.title = msg.title;
+  const ids = replaceIds(ctx.deliveryId);
   return {
     message: {
       token: msg.to,
       notification,
       data: { ...msg.data, delivery_id: ctx.deliveryId, notification_id: msg.notificationId },
-      android: { priority: urgent ? 'HIGH' : 'NORMAL' },
-      apns: { headers: { 'apns-priority': urgent ? '10' : '5' } },
+      android: { priority: urgent ? 'HIGH' : 'NORMAL', notification: { tag: ids.tag } },
+      apns: { headers: { 'apns-priority': urgent ? '10' : '5', 'apns-collapse-id': ids.apnsCollapseId } },
+      webpush: { notification: { tag: ids.tag } },
     },
   };
 }

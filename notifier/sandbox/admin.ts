@@ -2,10 +2,12 @@
  * The sandbox's own API, for tests, benchmarks and people:
  * - `GET /sandbox/messages?channel=&provider=&to=&delivery_id=&idempotency_key=` → `{messages, total}`
  *   (accepted messages, oldest first; `limit` keeps the newest N);
- * - `DELETE /sandbox/messages` → 204: forgets messages, counts and idempotency keys;
+ * - `DELETE /sandbox/messages` → 204: forgets messages, counts, idempotency keys and what was shown;
  * - `GET /sandbox/deliveries/{delivery_id}` → `{delivery_id, requests, accepted, counts: [...]}`;
  * - `GET /sandbox/duplicates` → `{duplicates: [...]}`: every (channel, provider, delivery id,
  *   address) accepted more than once, i.e. a provider that saw a delivery twice;
+ * - what recipients would see (display.ts, display-routes.ts): `GET /sandbox/display`,
+ *   `GET /sandbox/display/{channel}/{address}`, `PUT /sandbox/devices/{token}`;
  * - `GET /sandbox/faults`, `POST /sandbox/faults` (one profile or an array; each replaces the
  *   profile of its channel and provider), `DELETE /sandbox/faults?channel=&provider=` → 204.
  */
@@ -16,6 +18,7 @@ import type { TemplatedApp } from '../../shared/uws.js';
 import type { SandboxCore } from './core.js';
 import { SANDBOX_CHANNELS, faultProfileJson, parseFaultProfile, type SandboxChannel } from './faults.js';
 import type { MessageFilter } from './store.js';
+import { displayRoutes } from './display-routes.js';
 
 const FILTERS = ['channel', 'provider', 'to', 'delivery_id', 'idempotency_key'] as const;
 
@@ -48,6 +51,7 @@ export function adminRoutes(app: TemplatedApp, edge: EdgeOptions, core: SandboxC
     '/sandbox/messages',
     () => {
       core.store.clear();
+      core.display.clear();
       return { status: 204 };
     },
     edge,
@@ -65,6 +69,7 @@ export function adminRoutes(app: TemplatedApp, edge: EdgeOptions, core: SandboxC
     edge,
   );
   route(app, 'get', '/sandbox/duplicates', () => ({ body: { duplicates: core.store.duplicates() } }), edge);
+  displayRoutes(app, edge, core);
   route(app, 'get', '/sandbox/faults', () => ({ body: { faults: core.faults.list().map(faultProfileJson) } }), edge);
   route(
     app,

@@ -24,6 +24,7 @@ import { googleOAuthRoutes } from './google-oauth.js';
 import { FaultTable, parseFaultProfile, seededRandom } from './faults.js';
 import { startSmtpServer } from './smtp.js';
 import { MessageStore, type MessageFilter, type SandboxMessage } from './store.js';
+import { DisplayModel, type DevicePlatform } from './display.js';
 import { twilioRoutes } from './twilio.js';
 
 export interface SandboxOptions {
@@ -41,8 +42,10 @@ export interface SandboxOptions {
   credentials?: SandboxCredentials;
   /** Fault profiles in their JSON form (as POST /sandbox/faults takes them). */
   faults?: unknown[];
-  /** Accepted messages kept (default 100 000). */
+  /** Accepted messages kept (default 100 000); also the entries the display model keeps. */
   maxMessages?: number;
+  /** Push tokens' platforms, as the apps registered them with the push service (display.ts); others are android. */
+  devices?: Record<string, DevicePlatform>;
   log?: Logger;
   registry?: Registry;
 }
@@ -70,8 +73,11 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
   const registry = opts.registry ?? createRegistry('sandbox', { defaults: false });
   const faults = new FaultTable();
   for (const p of opts.faults ?? []) faults.set(parseFaultProfile(p));
+  const display = new DisplayModel(opts.maxMessages ?? 100_000);
+  for (const [token, platform] of Object.entries(opts.devices ?? {})) display.register(token, platform);
   const core = new SandboxCore({
-    store: new MessageStore(opts.maxMessages ?? 100_000),
+    store: new MessageStore(opts.maxMessages ?? 100_000, (m) => display.accept(m)),
+    display,
     faults,
     random: opts.random ?? seededRandom(opts.seed ?? 1),
     clock: opts.clock ?? systemClock,

@@ -1,5 +1,6 @@
 /**
- * What the sandbox's protocol handlers share: the message store, the fault table, the seeded
+ * What the sandbox's protocol handlers share: the message store, what recipients would see (the
+ * display model), the fault table, the seeded
  * random source, the clock, waits that shutdown can cut short, and the metrics. Plus
  * `applyFault`, which turns a fault decision into a delay and an answer the same way for every
  * protocol.
@@ -10,6 +11,7 @@ import type { Logger } from '../../shared/log.js';
 import { Counter, type Registry } from '../../shared/metrics.js';
 import { decideFault, type FaultError, type FaultOutcome, type FaultTable, type SandboxChannel } from './faults.js';
 import type { MessageStore } from './store.js';
+import type { DisplayModel } from './display.js';
 import { MintedTokens, type SandboxServiceAccount } from './google-oauth.js';
 
 /** Credentials the sandbox requires; an unset one accepts anything. */
@@ -26,6 +28,8 @@ export type RequestOutcome = 'accepted' | 'duplicate' | 'error' | 'timeout' | 'l
 
 export class SandboxCore {
   readonly store: MessageStore;
+  /** What recipients would see of the accepted messages (display.ts). */
+  readonly display: DisplayModel;
   readonly faults: FaultTable;
   readonly random: () => number;
   readonly clock: Clock;
@@ -38,6 +42,7 @@ export class SandboxCore {
 
   constructor(deps: {
     store: MessageStore;
+    display: DisplayModel;
     faults: FaultTable;
     random: () => number;
     clock: Clock;
@@ -46,6 +51,7 @@ export class SandboxCore {
     registry: Registry;
   }) {
     this.store = deps.store;
+    this.display = deps.display;
     this.faults = deps.faults;
     this.random = deps.random;
     this.clock = deps.clock;

@@ -4,13 +4,18 @@
  * <FCM_ACCESS_TOKEN>`, or, with a service account configured, a token minted by `/token`
  * (google-oauth.ts), validates the message the way FCM does for what we send (a token, string
  * data values), answers `{name: "projects/{p}/messages/{id}"}`, and renders injected faults as
- * FCM's error documents (google.rpc.Status with an `FcmError` detail).
+ * FCM's error documents (google.rpc.Status with an `FcmError` detail). Like FCM it takes no
+ * idempotency key and de-duplicates nothing: a repeated send is a second message. It keeps the
+ * identifiers by which the device replaces a shown notification (`apns-collapse-id`,
+ * `android.notification.tag`, `webpush.notification.tag`), which the display model (display.ts)
+ * applies per the token's platform.
  */
 import type { EdgeOptions, Reply, RequestContext } from '../../shared/http.js';
 import { route } from '../../shared/http.js';
 import type { TemplatedApp } from '../../shared/uws.js';
 import type { SandboxCore } from './core.js';
 import type { FaultError } from './faults.js';
+import type { PushReplaceIds } from './display.js';
 
 const FCM_ERROR = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
 const BAD_REQUEST = 'type.googleapis.com/google.rpc.BadRequest';
@@ -121,6 +126,11 @@ async function send(core: SandboxCore, ctx: RequestContext, provider: string, pr
       data[k] = v;
     }
   }
+  const replace = replaceIdsOf(message as Record<string, unknown>);
+  if (typeof replace === 'string') {
+    core.count('push', provider, 'rejected');
+    return invalid(replace, `Invalid value at '${replace}': must be a string.`);
+  }
   const token = m.token;
   const deliveryId = data.delivery_id;
   core.store.request('push', provider, deliveryId, token);
@@ -137,6 +147,7 @@ async function send(core: SandboxCore, ctx: RequestContext, provider: string, pr
         ...(typeof m.notification?.title === 'string' ? { title: m.notification.title } : {}),
         ...(typeof m.notification?.body === 'string' ? { body: m.notification.body } : {}),
         data,
+        ...(replace !== undefined ? { replace_ids: replace } : {}),
       });
       core.log.debug({ channel: 'push', provider, delivery_id: deliveryId }, 'sandbox accepted a push message');
       return { body: { name: `projects/${project}/messages/${id}` } };
@@ -144,4 +155,27 @@ async function send(core: SandboxCore, ctx: RequestContext, provider: string, pr
     fail: (error, retryAfterS) => fcmError(FAILURES[error], retryAfterS),
     timedOut: () => fcmError(FAILURES.UNAVAILABLE),
   });
+}
+
+/**
+ * The identifiers by which a device replaces a shown notification (display.ts): APNs
+ * `apns-collapse-id`, `android.notification.tag`, `webpush.notification.tag`. Undefined when the
+ * message carries none; the field path when one is not a string (FCM's map and string fields).
+ */
+function replaceIdsOf(message: Record<string, unknown>): PushReplaceIds | undefined | string {
+  const out: PushReplaceIds = {};
+  const pick = (path: readonly string[], key: keyof PushReplaceIds): string | undefined => {
+    let v: unknown = message;
+    for (const p of path) v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[p] : undefined;
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') return `message.${path.join('.')}`;
+    out[key] = v;
+    return undefined;
+  };
+  const bad =
+    pick(['apns', 'headers', 'apns-collapse-id'], 'apns_collapse_id') ??
+    pick(['android', 'notification', 'tag'], 'android_tag') ??
+    pick(['webpush', 'notification', 'tag'], 'webpush_tag');
+  if (bad !== undefined) return bad;
+  return Object.keys(out).length > 0 ? out : undefined;
 }

@@ -6,6 +6,7 @@
  * of sending a second).
  */
 import type { SandboxChannel } from './faults.js';
+import type { PushReplaceIds } from './display.js';
 
 /** One accepted message, in the JSON form GET /sandbox/messages returns. */
 export interface SandboxMessage {
@@ -25,6 +26,8 @@ export interface SandboxMessage {
   html?: string;
   message_id?: string;
   data?: Record<string, string>;
+  /** Push: the identifiers by which a device replaces a shown notification (display.ts). */
+  replace_ids?: PushReplaceIds;
   /** SMS segments (160 GSM-7 / 70 UCS-2 characters, 153 / 67 when concatenated). */
   segments?: number;
   /** The provider's status (SMS: `queued`). */
@@ -57,8 +60,12 @@ export class MessageStore {
   readonly #idempotent = new Map<string, SandboxMessage>();
   readonly #byId = new Map<string, SandboxMessage>();
 
-  constructor(maxMessages: number) {
+  readonly #onAccept: ((m: SandboxMessage) => void) | undefined;
+
+  /** @param onAccept told of every accepted message (the display model, display.ts). */
+  constructor(maxMessages: number, onAccept?: (m: SandboxMessage) => void) {
     this.#max = maxMessages;
+    this.#onAccept = onAccept;
   }
 
   /** Counts a request that carried `deliveryId` (before any fault decides its fate). */
@@ -73,6 +80,7 @@ export class MessageStore {
     if (this.#messages.length - this.#head > this.#max) this.#dropOldest();
     if (m.delivery_id) this.#count(m.channel, m.provider, m.delivery_id, m.to).accepted++;
     if (m.idempotency_key) this.#idempotent.set(idemKey(m.provider, m.idempotency_key), m);
+    this.#onAccept?.(m);
   }
 
   /** The message an idempotency key already created at this provider, if any. */
