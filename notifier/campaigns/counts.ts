@@ -61,8 +61,12 @@ export async function compactCounts(db: Queryable, notificationId: string): Prom
   );
 }
 
-/** Appends a shard's first counts (members expanded, deliveries by channel and state). */
-export async function addCounts(client: PoolClient, notificationId: string, members: number, byKey: Map<string, number>): Promise<void> {
+/**
+ * A shard's first counts (members expanded, deliveries by channel and state) as the columns of
+ * one `unnest($channels, $statuses, $ns)` insert into campaign_counts (fanout.ts writes them in
+ * the statement that checkpoints the shard).
+ */
+export function shardCounts(members: number, byKey: ReadonlyMap<string, number>): { channels: string[]; statuses: string[]; ns: number[] } {
   const channels: string[] = [''];
   const statuses: string[] = [MEMBERS];
   const ns: number[] = [members];
@@ -72,11 +76,7 @@ export async function addCounts(client: PoolClient, notificationId: string, memb
     statuses.push(status);
     ns.push(n);
   }
-  await client.query(
-    `INSERT INTO campaign_counts (notification_id, channel, status, n)
-     SELECT $1, c, s, n FROM unnest($2::text[], $3::text[], $4::bigint[]) AS t (c, s, n) WHERE n <> 0`,
-    [notificationId, channels, statuses, ns],
-  );
+  return { channels, statuses, ns };
 }
 
 /** The buckets the status view shows. */
@@ -102,6 +102,11 @@ const BUCKET: Readonly<Record<DeliveryStatus, keyof Totals | undefined>> = {
   opted_out: 'suppressed',
   capped: 'suppressed',
   cancelled: 'cancelled',
+  // Provider feedback (notifier/feedback): a complaint follows a delivery; the others failed.
+  bounced: 'failed',
+  complained: 'delivered',
+  undelivered: 'failed',
+  suppressed: 'suppressed',
   // Campaign deliveries are never folded into a digest.
   digested: undefined,
 };

@@ -25,12 +25,13 @@ import { withTransaction, type Pool, type PoolClient } from '../../shared/db.js'
 import type { Logger } from '../../shared/log.js';
 import { policyFor, type PolicySettings } from '../policy/table.js';
 import { storedType, type TypeCatalog } from '../policy/types.js';
-import { loadPreferences } from '../preferences/index.js';
+import { EMPTY_PREFERENCES, storedPreferences, type PreferenceDoc } from '../preferences/document.js';
+import { orderedIds } from './ordered-id.js';
 import { txDb, type Boss, type Job } from '../queues/boss.js';
 import { campaignQueue, type ChannelName, type Tier } from '../queues/names.js';
 import type { CampaignJob } from '../queues/wake-ups.js';
 import { loadSegment, readMembers, shardBoundaries, type SegmentRule } from '../segments/index.js';
-import { addCounts, compactCounts } from './counts.js';
+import { compactCounts, shardCounts } from './counts.js';
 import { planMember, type MemberDelivery } from './member-plan.js';
 import type { CampaignMetrics } from '../metrics.js';
 
@@ -303,11 +304,7 @@ export class CampaignWorker {
       );
       const type = storedType(o.catalog, s.notification_type, s.event_type);
       const policy = policyFor(type, s.priority, o.settings);
-      const [prefs, zones, counted] = await Promise.all([
-        loadPreferences(client, members),
-        timeZones(client, members),
-        policy.caps && Object.keys(type.caps).length > 0 ? capCounts(client, members, type.name, type.caps) : new Map<string, number>(),
-      ]);
+      const facts = await memberFacts(client, members, type.name, policy.caps ? type.caps : {});
       const now = o.clock.now();
       const rows2 = new ShardRows(id, shard, s.priority, s.template_id, type.name);
       for (const user of members) {
@@ -316,26 +313,29 @@ export class CampaignWorker {
           type,
           tier: s.priority,
           policy,
-          prefs: prefs.get(user)!,
-          timeZone: zones.get(user),
+          prefs: facts.prefs.get(user) ?? EMPTY_PREFERENCES,
+          timeZone: facts.zones.get(user),
           nowMs: now,
-          counted: (channel) => counted.get(`${user}\0${channel}`) ?? 0,
+          counted: (channel) => facts.counted.get(`${user}\0${channel}`) ?? 0,
         }))
           rows2.add(user, d);
       }
-      await rows2.insert(client);
-      await addCounts(client, id, members.length, rows2.counts);
-      await client.query(
-        `UPDATE campaign_shards SET state = 'done', members = $3, done_at = now() WHERE notification_id = $1 AND shard = $2`,
-        [id, shard, members.length],
-      );
+      await rows2.insert(client, now);
+      // The counters, the checkpoint and the fan-out's progress in one round trip.
+      const c = shardCounts(members.length, rows2.counts);
       const progress = await client.query<{ shards_done: number; shards: number }>(
-        `UPDATE campaign_fanouts SET shards_done = shards_done + 1,
+        `WITH counted AS (
+           INSERT INTO campaign_counts (notification_id, channel, status, n)
+           SELECT $1, t.c, t.s, t.n FROM unnest($4::text[], $5::text[], $6::bigint[]) AS t (c, s, n) WHERE t.n <> 0
+         ), checkpoint AS (
+           UPDATE campaign_shards SET state = 'done', members = $3, done_at = now() WHERE notification_id = $1 AND shard = $2
+         )
+         UPDATE campaign_fanouts SET shards_done = shards_done + 1,
                 state = CASE WHEN shards_done + 1 >= shards THEN 'expanded' ELSE state END,
                 expanded_at = CASE WHEN shards_done + 1 >= shards THEN now() ELSE expanded_at END, updated_at = now()
           WHERE notification_id = $1
           RETURNING shards_done, shards`,
-        [id],
+        [id, shard, members.length, c.channels, c.statuses, c.ns],
       );
       const p = progress.rows[0]!;
       if (p.shards_done >= p.shards) await markRouted(client, id);
@@ -361,31 +361,39 @@ async function markRouted(client: PoolClient, id: string): Promise<void> {
   await client.query('UPDATE notifications SET routed_at = now() WHERE id = $1 AND routed_at IS NULL', [id]);
 }
 
-async function timeZones(client: PoolClient, users: readonly string[]): Promise<Map<string, string>> {
-  const { rows } = await client.query<{ user_id: string; timezone: string }>(
-    'SELECT user_id, timezone FROM user_profiles WHERE user_id = ANY($1::text[]) AND timezone IS NOT NULL',
-    [[...users]],
-  );
-  return new Map(rows.map((r) => [r.user_id, r.timezone]));
-}
-
-/** Sends already counted in each capped channel's window, per `user\0channel`. */
-async function capCounts(
+/**
+ * What the policies need of each member, in one round trip: the stored preferences, the profile's
+ * time zone, and for each capped channel the sends already counted in its window.
+ */
+async function memberFacts(
   client: PoolClient,
   users: readonly string[],
   type: string,
   caps: Readonly<Partial<Record<ChannelName, { windowMs: number }>>>,
-): Promise<Map<string, number>> {
+): Promise<{ prefs: Map<string, PreferenceDoc>; zones: Map<string, string>; counted: Map<string, number> }> {
   const channels = Object.keys(caps) as ChannelName[];
-  const { rows } = await client.query<{ recipient_id: string; channel: string; n: number }>(
-    `SELECT d.recipient_id, d.channel, count(*)::int AS n
-       FROM deliveries d JOIN unnest($3::text[], $4::float8[]) AS w (channel, window_ms) ON w.channel = d.channel
-      WHERE d.recipient_id = ANY($1::text[]) AND d.notification_type = $2 AND d.counted_at IS NOT NULL
-        AND d.counted_at > now() - make_interval(secs => w.window_ms / 1000)
-      GROUP BY d.recipient_id, d.channel`,
+  const { rows } = await client.query<{ user_id: string; prefs: unknown; timezone: string | null; caps: Record<string, number> | null }>(
+    `SELECT u.user_id, p.prefs, pr.timezone,
+            (SELECT json_object_agg(c.channel, c.n) FROM (
+               SELECT d.channel, count(*) AS n
+                 FROM deliveries d JOIN unnest($3::text[], $4::float8[]) AS w (channel, window_ms) ON w.channel = d.channel
+                WHERE d.recipient_id = u.user_id AND d.notification_type = $2 AND d.counted_at IS NOT NULL
+                  AND d.counted_at > now() - make_interval(secs => w.window_ms / 1000)
+                GROUP BY d.channel) c) AS caps
+       FROM unnest($1::text[]) AS u (user_id)
+       LEFT JOIN user_preferences p ON p.user_id = u.user_id
+       LEFT JOIN user_profiles pr ON pr.user_id = u.user_id`,
     [[...users], type, channels, channels.map((c) => caps[c]!.windowMs)],
   );
-  return new Map(rows.map((r) => [`${r.recipient_id}\0${r.channel}`, r.n]));
+  const prefs = new Map<string, PreferenceDoc>();
+  const zones = new Map<string, string>();
+  const counted = new Map<string, number>();
+  for (const r of rows) {
+    if (r.prefs !== null) prefs.set(r.user_id, storedPreferences(r.prefs));
+    if (r.timezone !== null) zones.set(r.user_id, r.timezone);
+    if (r.caps) for (const [c, n] of Object.entries(r.caps)) counted.set(`${r.user_id}\0${c}`, Number(n));
+  }
+  return { prefs, zones, counted };
 }
 
 /** A shard's delivery records, column by column, written in one INSERT. */
@@ -422,15 +430,14 @@ class ShardRows {
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
 
-  async insert(client: PoolClient): Promise<void> {
+  async insert(client: PoolClient, nowMs: number): Promise<void> {
     if (this.size === 0) return;
-    // Ids are generated by the database (gen_random_uuid): nothing to ship per row but the member.
     await client.query(
       `INSERT INTO deliveries (id, notification_id, campaign_shard, channel, recipient_id, priority, template_id, status,
                                notification_type, hold_reason, next_attempt_at, last_error)
-       SELECT gen_random_uuid(), $1, $2, r.channel, r.recipient, $3, $4, r.status, $5, r.hold, to_timestamp(r.next_ms / 1000), r.error
-         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::float8[], $11::text[])
-           AS r (recipient, channel, status, hold, next_ms, error)`,
+       SELECT r.id, $1, $2, r.channel, r.recipient, $3, $4, r.status, $5, r.hold, to_timestamp(r.next_ms / 1000), r.error
+         FROM unnest($12::uuid[], $6::text[], $7::text[], $8::text[], $9::text[], $10::float8[], $11::text[])
+           AS r (id, recipient, channel, status, hold, next_ms, error)`,
       [
         this.notificationId,
         this.shard,
@@ -443,6 +450,8 @@ class ShardRows {
         this.#hold,
         this.#nextMs,
         this.#error,
+        // Time-ordered: the rows land at the end of the primary key's index (ordered-id.ts).
+        orderedIds(this.size, nowMs),
       ],
     );
   }

@@ -8,7 +8,8 @@ import { totalsOf, type Counts } from '../../../notifier/campaigns/counts.js';
 import { campaignStatus, type FanoutRow } from '../../../notifier/campaigns/progress.js';
 import { policyFor } from '../../../notifier/policy/table.js';
 import { DEFAULT_NOTIFICATION_TYPES, parseTypeCatalog } from '../../../notifier/policy/types.js';
-import type { Tier } from '../../../notifier/queues/names.js';
+import type { ChannelName, Tier } from '../../../notifier/queues/names.js';
+import type { DeliveryStatus } from '../../../notifier/tracking/states.js';
 
 const catalog = parseTypeCatalog(DEFAULT_NOTIFICATION_TYPES);
 const settings = { quietHoursTiers: ['normal', 'low'] as Tier[] };
@@ -79,10 +80,10 @@ t.test('totals and the status of a fan-out', async (t) => {
   const counts: Counts = {
     members: 10,
     rows: 4,
-    byChannel: new Map([
+    byChannel: new Map<ChannelName, Map<DeliveryStatus, number>>([
       [
         'push',
-        new Map([
+        new Map<DeliveryStatus, number>([
           ['sent', 5],
           ['opened', 1],
           ['sending', 1],
@@ -91,7 +92,7 @@ t.test('totals and the status of a fan-out', async (t) => {
           ['cancelled', 1],
         ]),
       ],
-      ['email', new Map([['dead_lettered', 2]])],
+      ['email', new Map<DeliveryStatus, number>([['dead_lettered', 2]])],
     ]),
   };
   t.same(totalsOf([counts]), { expanded: 10, queued: 2, sent: 5, delivered: 1, failed: 2, suppressed: 1, cancelled: 1 });
