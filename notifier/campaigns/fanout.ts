@@ -186,7 +186,10 @@ export class CampaignWorker {
       `SELECT s.shard FROM campaign_shards s
         WHERE s.notification_id = $1 AND s.state = 'pending'
           AND NOT EXISTS (SELECT 1 FROM pgboss.job j WHERE j.name = $2 AND j.id = s.job_id AND j.state < 'completed')
-        ORDER BY s.shard`,
+        ORDER BY s.shard
+        -- A shard locked now is being expanded (its job is alive); waiting for it while holding the
+        -- fan-out's lock, which that shard's checkpoint needs, would deadlock.
+        FOR UPDATE OF s SKIP LOCKED`,
       [id, queue],
     );
     await complete();
