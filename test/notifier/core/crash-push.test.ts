@@ -1,0 +1,206 @@
+/**
+ * SIGKILL of the notifier process (`node dist/notifier/main.js`, built by `npx tsc -b`) three times
+ * under a push load, each time restarted, then reconciled against the sandbox's FCM and its model
+ * of what each device shows (notifier/sandbox/display.ts):
+ *
+ * - nothing lost: every notification that got its 202 is stored, routed and sent to every device;
+ * - no duplicate visible to the recipient: a send repeated after a kill carries the same replace
+ *   identifiers (the delivery id as `apns-collapse-id`, Android and web push `tag`), so on iOS,
+ *   Android and web devices alike the second copy replaces the first;
+ * - duplicates at the provider are counted, come only from the sends in flight at a kill (left
+ *   `sending` by it), and are bounded per kill by the push queue's concurrency (a worker has at
+ *   most NOTIFIER_CONCURRENCY sends in flight on one queue) times the devices of a user (one
+ *   delivery goes to each of them).
+ */
+import t from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { once } from 'node:events';
+import { startSandbox } from '../../../notifier/sandbox/app.js';
+import type { DevicePlatform } from '../../../notifier/sandbox/display.js';
+import { useTestDatabase } from '../../harness/db.js';
+import { freePort } from '../../harness/ports.js';
+import { waitFor } from '../../harness/wait.js';
+import { SERVICE_SECRET } from './helpers.js';
+
+const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
+const MAIN = join(ROOT, 'dist/notifier/main.js');
+const USERS = 40;
+const KILLS = 3;
+/** Sends in flight on the one push queue of this load (`high`). */
+const CONCURRENCY = 16;
+const MAX_DEVICES = 2;
+const PLATFORMS: readonly DevicePlatform[] = ['ios', 'android', 'web'];
+
+t.test('SIGKILL under a push load, three times: none lost, no duplicate on any device, provider duplicates bounded', async (t) => {
+  try {
+    statSync(MAIN);
+  } catch {
+    t.fail(`${MAIN} does not exist: run \`npx tsc -b\` first (npm test does)`);
+    return;
+  }
+  // User u has (u % 2) + 1 devices, their platforms in turn.
+  const devices = new Map<string, { token: string; platform: DevicePlatform }[]>();
+  let n = 0;
+  for (let u = 0; u < USERS; u++) {
+    devices.set(
+      `u${u}`,
+      Array.from({ length: (u % MAX_DEVICES) + 1 }, (_, i) => ({ token: `tok-${u}-${i}`, platform: PLATFORMS[n++ % PLATFORMS.length]! })),
+    );
+  }
+  const sandbox = await startSandbox({
+    faults: [{ channel: 'push', latency_ms: 40 }],
+    devices: Object.fromEntries([...devices.values()].flat().map((d) => [d.token, d.platform])),
+  });
+  t.teardown(() => sandbox.close(1000));
+  const db = await useTestDatabase(t, 'core_crash_push');
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: db.url,
+    DATABASE_POOL_MAX: '8',
+    NOTIFIER_PORT: String(port),
+    SERVICE_SECRET,
+    FCM_URL: sandbox.url,
+    SMS_URL: sandbox.url,
+    SMTP_URL: sandbox.smtpUrl,
+    NOTIFIER_CONCURRENCY: `transactional=8,high=${CONCURRENCY},normal=8,low=8`,
+    NOTIFIER_SEND_TIMEOUT: '1s',
+    NOTIFIER_JOB_EXPIRE: '2s',
+    NOTIFIER_QUEUE_MAINTENANCE: '1s',
+    NOTIFIER_RETRY_SCHEDULE: '200ms,500ms,1s',
+    NOTIFIER_IDLE_POLL: 'transactional=20ms,high=20ms,normal=50ms,low=50ms',
+    NOTIFIER_TRACKING_SECRET: 'tracking-secret-for-tests-0123',
+  };
+  let child: ChildProcess | undefined;
+  let output = '';
+  const start = async (): Promise<ChildProcess> => {
+    const p = spawn(process.execPath, [MAIN], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    p.stdout.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
+    p.stderr.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
+    await waitFor(async () => (await fetch(`${base}/readyz`)).ok, {
+      timeoutMs: 20_000,
+      what: `the notifier to be ready; output: ${output}`,
+    });
+    return p;
+  };
+  t.teardown(() => {
+    child?.kill('SIGKILL');
+  });
+  child = await start();
+
+  const service = { 'x-subject': 'key:' + 'c'.repeat(64), 'x-subject-role': 'service', 'x-subject-secret': SERVICE_SECRET };
+  const admin = { ...service, 'x-subject': 'user:ops', 'x-subject-role': 'admin' };
+  const call = (method: string, path: string, body: unknown, headers: Record<string, string> = service): Promise<Response> =>
+    fetch(base + path, { method, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const variant = { push: { title: 'Order {{code}}', body: 'Shipped' } };
+  t.equal((await call('PUT', '/api/v1/admin/templates/ship_v1', { default_locale: 'en', variants: { en: variant } }, admin)).status, 201);
+  const registered: number[] = [];
+  for (const [user, list] of devices)
+    for (const d of list) registered.push((await call('POST', `/api/v1/users/${user}/devices`, d)).status);
+  t.ok(
+    registered.every((s) => s === 201),
+    `${registered.length} devices registered`,
+  );
+
+  const accepted: string[] = [];
+  let next = 0;
+  let stop = Infinity;
+  const load = async (): Promise<void> => {
+    const worker = async (): Promise<void> => {
+      while (next < stop) {
+        const i = next++;
+        const r = await call('POST', '/api/v1/notifications', {
+          event_type: 'order.shipped',
+          recipient_id: `u${i % USERS}`,
+          template_id: 'ship_v1',
+          template_data: { code: String(i) },
+          priority: 'high',
+          channels: ['push'],
+          idempotency_key: `p-${i}`,
+        }).catch(() => undefined);
+        if (r?.status === 202) accepted.push(((await r.json()) as { notification_id: string }).notification_id);
+        else if (r === undefined) return; // the process is gone
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+  };
+
+  const inFlight: Set<string>[] = [];
+  for (let k = 0; k < KILLS; k++) {
+    const before = sandbox.messages({ channel: 'push' }).length;
+    const running = load();
+    await waitFor(() => sandbox.messages({ channel: 'push' }).length >= before + 250, {
+      timeoutMs: 15_000,
+      what: `pushes to be under way before kill ${k + 1}`,
+    });
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    await running;
+    const sending = await db.pool.query<{ id: string }>(`SELECT id FROM deliveries WHERE status = 'sending'`);
+    inFlight.push(new Set(sending.rows.map((r) => r.id)));
+    child = await start();
+  }
+  // The last stretch runs to its end.
+  stop = next + 100;
+  await load();
+
+  await waitFor(
+    async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE status IN ('queued', 'sending')`)).rows[0].n === 0,
+    { timeoutMs: 30_000, intervalMs: 200, what: 'every delivery to finish' },
+  );
+  const { rows } = await db.pool.query<{ id: string; recipient_id: string; statuses: string[] | null; routed: boolean }>(
+    `SELECT n.id, n.recipient_id, array_agg(d.status) FILTER (WHERE d.id IS NOT NULL) AS statuses, n.routed_at IS NOT NULL AS routed
+       FROM notifications n LEFT JOIN deliveries d ON d.notification_id = n.id WHERE n.id = ANY($1) GROUP BY n.id`,
+    [accepted],
+  );
+  t.equal(rows.length, accepted.length, `all ${accepted.length} acknowledged notifications are stored`);
+  t.same(
+    rows.filter((r) => !r.routed || !r.statuses?.every((s) => s === 'sent')),
+    [],
+    'every one was routed and sent',
+  );
+  // Each delivery reached every device of its user.
+  const pushIds = await db.pool.query<{ id: string; recipient_id: string }>(
+    `SELECT id, recipient_id FROM deliveries WHERE channel = 'push'`,
+  );
+  const missing = pushIds.rows.filter((d) =>
+    devices.get(d.recipient_id)!.some((dev) => sandbox.messages({ channel: 'push', delivery_id: d.id, to: dev.token }).length === 0),
+  );
+  t.same(missing, [], `every one of ${pushIds.rowCount} push deliveries reached every device of its user: none lost`);
+
+  const shown = (await (await fetch(`${sandbox.url}/sandbox/display`)).json()) as { push: Record<string, number> };
+  t.equal(shown.push.visible_duplicates, 0, 'no duplicate visible on any device (iOS, Android, web)');
+
+  const dups = sandbox.core.store.duplicates().filter((d) => d.channel === 'push');
+  const copies = dups.reduce((s, d) => s + d.accepted - 1, 0);
+  t.equal(shown.push.provider_duplicates, copies);
+  t.equal(shown.push.replaced, copies, 'each extra copy replaced its first on the device');
+  const window = new Set(inFlight.flatMap((s) => [...s]));
+  t.same(
+    dups.filter((d) => !window.has(d.delivery_id)),
+    [],
+    'duplicates at the provider come only from sends in flight at a kill',
+  );
+  inFlight.forEach((s, k) => {
+    t.ok(s.size <= CONCURRENCY, `kill ${k + 1}: ${s.size} sends in flight, at most the queue's concurrency (${CONCURRENCY})`);
+    const copiesOfKill = dups.filter((d) => s.has(d.delivery_id)).reduce((sum, d) => sum + d.accepted - 1, 0);
+    t.ok(
+      copiesOfKill <= s.size * MAX_DEVICES,
+      `kill ${k + 1}: ${copiesOfKill} copies at the provider, at most in-flight × devices per user (${s.size * MAX_DEVICES})`,
+    );
+  });
+  t.comment(
+    `measured: ${accepted.length} notifications, ${pushIds.rowCount} push deliveries, ${shown.push.arrived} pushes accepted by FCM; ` +
+      `in flight at the kills ${inFlight.map((s) => s.size).join('/')}; duplicates at the provider ${copies} ` +
+      `(${dups.length} delivery × device pairs), visible on a device ${shown.push.visible_duplicates}`,
+  );
+
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+});
