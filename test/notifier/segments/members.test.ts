@@ -149,7 +149,7 @@ t.test('the clean-up keeps a retired version while an open fan-out pins it', asy
      VALUES ($1, 'camp-pin', 'pinned', $2, 'expanding')`,
     [n.rows[0]!.id, seg.version],
   );
-  // The switch waits for the pinning transaction.
+  // The upload is sent while the pin is held: its switch waits for the pinning transaction.
   const switching = upload(core, 'pinned', ndjson(['v2-a']));
   await c.query('COMMIT');
   const res = await switching;
@@ -162,6 +162,8 @@ t.test('the clean-up keeps a retired version while an open fan-out pins it', asy
     ['v1-a', 'v1-b'],
     'readable at the pinned version',
   );
+  // The run the switch kicked has found version 1 pinned; none runs again before the interval.
+  await core.notifier.segmentCleanup.idle();
   await pool.query("UPDATE campaign_fanouts SET state = 'expanded' WHERE segment_id = 'pinned'");
   const r = await cleanUpSegments(pool, 60_000, 1);
   t.equal(r.members, 2, 'deleted once the fan-out is done (in batches of 1)');
