@@ -155,10 +155,15 @@ export class UploadLostError extends Error {
  * to the version's size; touches the version (the writer's heartbeat).
  */
 export async function storeBatch(db: Queryable, id: string, version: number, userIds: readonly string[]): Promise<void> {
+  // The version's row is locked first: an abandon (a takeover, the clean-up) either waits for this
+  // batch or has happened and nothing is inserted, so no member lands after a version is purged.
   const { rows } = await db.query(
-    `WITH ins AS (
+    `WITH v AS (
+       SELECT 1 FROM segment_versions WHERE segment_id = $1 AND version = $2 AND state = 'uploading' FOR UPDATE),
+     ins AS (
        INSERT INTO segment_members (segment_id, version, user_id)
-       SELECT $1, $2, unnest($3::text[]) ON CONFLICT DO NOTHING RETURNING 1)
+       SELECT $1, $2, u FROM unnest($3::text[]) AS u WHERE EXISTS (SELECT 1 FROM v)
+       ON CONFLICT DO NOTHING RETURNING 1)
      UPDATE segment_versions SET size = size + (SELECT count(*) FROM ins), touched_at = now()
       WHERE segment_id = $1 AND version = $2 AND state = 'uploading' RETURNING size`,
     [id, version, userIds],
