@@ -1,0 +1,275 @@
+/**
+ * A campaign's fan-out survives its workers dying (notifier/campaigns/fanout.ts):
+ *
+ * - two notifier replicas as their own processes (`node dist/notifier/main.js`, built by
+ *   `npx tsc -b`) expand a 50,000-member list segment; each is killed with SIGKILL in the middle of
+ *   the expansion and restarted; the fan-out still ends `expanded` with exactly one delivery per
+ *   member and channel, none missing, none twice, and counters that say 50,000;
+ * - a shard job lost from pg-boss (a lost wake-up) is sent again by the planning step when the
+ *   reconciler re-runs it.
+ */
+import t from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { once } from 'node:events';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startSandbox } from '../../../notifier/sandbox/app.js';
+import { useTestDatabase } from '../../harness/db.js';
+import { freePort } from '../../harness/ports.js';
+import { waitFor } from '../../harness/wait.js';
+import { SERVICE_SECRET, scriptedChannels, type Core, type Json } from '../core/helpers.js';
+import { campaignRequest, givePushTokens, memberIds, startCampaignCore, uploadList } from './helpers.js';
+
+const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
+const MAIN = join(ROOT, 'dist/notifier/main.js');
+const MEMBERS = 50_000;
+const CHANNELS = ['push', 'in_app'];
+
+t.test('SIGKILL of each replica during the expansion: exactly one delivery per member and channel', async (t) => {
+  try {
+    statSync(MAIN);
+  } catch {
+    t.fail(`${MAIN} does not exist: run \`npx tsc -b\` first (npm test does)`);
+    return;
+  }
+  const sandbox = await startSandbox({ maxMessages: 1000 });
+  t.teardown(() => sandbox.close(1000));
+  const db = await useTestDatabase(t, 'campaign_crash');
+  const pool = db.pool;
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: db.url,
+    DATABASE_POOL_MAX: '8',
+    SERVICE_SECRET,
+    FCM_URL: sandbox.url,
+    SMS_URL: sandbox.url,
+    SMTP_URL: sandbox.smtpUrl,
+    NOTIFIER_TRACKING_SECRET: 'tracking-secret-for-tests-0123',
+    NOTIFIER_SEND_TIMEOUT: '1s',
+    // A killed replica's shard job comes back quickly: it expires, and maintenance re-queues it.
+    NOTIFIER_JOB_EXPIRE: '2s',
+    NOTIFIER_QUEUE_MAINTENANCE: '1s',
+    NOTIFIER_IDLE_POLL: 'transactional=20ms,high=20ms,normal=50ms,low=20ms',
+    NOTIFIER_CAMPAIGN_SHARD_SIZE: '500',
+    NOTIFIER_CAMPAIGN_CONCURRENCY: '1',
+    NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD: '1000000',
+    NOTIFIER_REPLICA_HEARTBEAT: '500ms',
+  };
+  const replicas = [
+    { name: 'A', port: await freePort(), child: undefined as ChildProcess | undefined, output: '' },
+    { name: 'B', port: await freePort(), child: undefined as ChildProcess | undefined, output: '' },
+  ];
+  const start = async (r: (typeof replicas)[number]): Promise<void> => {
+    const p = spawn(process.execPath, [MAIN], {
+      cwd: ROOT,
+      env: { ...env, NOTIFIER_PORT: String(r.port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const keep = (c: Buffer): void => void (r.output = (r.output + c.toString()).slice(-8000));
+    p.stdout.on('data', keep);
+    p.stderr.on('data', keep);
+    r.child = p;
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${r.port}/readyz`)).ok, {
+      timeoutMs: 20_000,
+      what: `notifier ${r.name} to be ready; output: ${r.output}`,
+    });
+  };
+  const kill = async (r: (typeof replicas)[number]): Promise<void> => {
+    const p = r.child!;
+    p.kill('SIGKILL');
+    await once(p, 'exit');
+    r.child = undefined;
+  };
+  t.teardown(() => {
+    for (const r of replicas) r.child?.kill('SIGKILL');
+  });
+  await start(replicas[0]!);
+  await start(replicas[1]!);
+  const [a, b] = replicas as [(typeof replicas)[number], (typeof replicas)[number]];
+
+  // Through replica A's API: the template and the segment (uploaded as a stream).
+  const admin = { 'x-subject': 'user:ops', 'x-subject-role': 'admin', 'x-subject-secret': SERVICE_SECRET };
+  const service = { 'x-subject': 'key:' + 'c'.repeat(64), 'x-subject-role': 'service', 'x-subject-secret': SERVICE_SECRET };
+  const api = async (
+    path: string,
+    method: string,
+    body: unknown,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; body: Json }> => {
+    const res = await fetch(`http://127.0.0.1:${a.port}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json().catch(() => undefined) };
+  };
+  const variant = { push: { title: 'Hi', body: 'Spring sale' }, in_app: { title: 'Hi', body: 'Spring sale' } };
+  t.equal((await api('/api/v1/admin/templates/code_v1', 'PUT', { default_locale: 'en', variants: { en: variant } }, admin)).status, 201);
+  const ids = memberIds(MEMBERS);
+  const viaA = { url: `http://127.0.0.1:${a.port}`, admin, db } as unknown as Core;
+  t.match(await uploadList(viaA, 'spring', ids), { kind: 'list', size: MEMBERS, version: 1 });
+  await givePushTokens(viaA, ids);
+
+  const accepted = await api('/api/v1/notifications', 'POST', campaignRequest('spring', 'spring-crash', { channels: CHANNELS }), service);
+  t.equal(accepted.status, 202);
+  const id = accepted.body.notification_id as string;
+  const progress = async (): Promise<{ state: string; shards: number | null; shards_done: number }> =>
+    (
+      await pool.query<{ state: string; shards: number | null; shards_done: number }>(
+        'SELECT state, shards, shards_done FROM campaign_fanouts WHERE notification_id = $1',
+        [id],
+      )
+    ).rows[0]!;
+
+  // Kill A once the expansion is under way, restart it; then the same for B.
+  const kills: string[] = [];
+  for (const r of [a, b]) {
+    const from = (await progress()).shards_done;
+    const p = await waitFor(
+      async () => {
+        const x = await progress();
+        return x.state === 'expanding' && x.shards_done > from ? x : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 10, what: `the expansion to move on before killing ${r.name}` },
+    );
+    await kill(r);
+    const after = await progress();
+    t.ok(after.shards_done < after.shards!, `${r.name} killed while expanding (${after.shards_done} of ${after.shards} shards done)`);
+    kills.push(`${r.name} at ${p.shards_done}/${p.shards}`);
+    await start(r);
+  }
+  t.comment(`killed ${kills.join(', ')}`);
+
+  await waitFor(async () => (await progress()).state === 'expanded', {
+    timeoutMs: 45_000,
+    intervalMs: 100,
+    what: `the fan-out to be expanded; A: ${a.output} B: ${b.output}`,
+  });
+
+  const { rows: twice } = await pool.query(
+    'SELECT recipient_id, channel, count(*) FROM deliveries WHERE notification_id = $1 GROUP BY 1, 2 HAVING count(*) <> 1',
+    [id],
+  );
+  t.same(twice, [], 'no member has a channel twice');
+  const { rows: totals } = await pool.query<{ pairs: number; members: number; channels: string[] }>(
+    `SELECT count(*)::int AS pairs, count(DISTINCT recipient_id)::int AS members, array_agg(DISTINCT channel ORDER BY channel) AS channels
+       FROM deliveries WHERE notification_id = $1`,
+    [id],
+  );
+  t.same(
+    totals[0],
+    { pairs: MEMBERS * CHANNELS.length, members: MEMBERS, channels: [...CHANNELS].sort() },
+    'every member on every channel',
+  );
+  const { rows: shards } = await pool.query<{ state: string; n: number; members: number }>(
+    `SELECT state, count(*)::int AS n, sum(members)::int AS members FROM campaign_shards WHERE notification_id = $1 GROUP BY state`,
+    [id],
+  );
+  t.same(shards, [{ state: 'done', n: MEMBERS / 500, members: MEMBERS }], 'every shard done once');
+  const status = await fetch(`http://127.0.0.1:${b.port}/api/v1/notifications/${id}/status`, { headers: service }).then(
+    (res) => res.json() as Promise<{ campaign: Record<string, unknown> }>,
+  );
+  t.match(status.campaign, {
+    state: 'expanded',
+    recipients: MEMBERS,
+    expanded: MEMBERS,
+    shards: MEMBERS / 500,
+    shards_done: MEMBERS / 500,
+  });
+  t.ok(sandbox.messages({ channel: 'push' }).length > 0, 'sends really happened (push, on the sandbox)');
+  const { rows: retried } = await pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'notify-campaign-low' AND data->>'notification_id' = $1 AND retry_count > 0`,
+    [id],
+  );
+  t.ok(retried[0]!.n >= 1, `a killed replica's shard job came back (${retried[0]!.n} retried)`);
+
+  for (const r of replicas) {
+    r.child?.kill('SIGTERM');
+    if (r.child) await once(r.child, 'exit');
+    r.child = undefined;
+  }
+});
+
+t.test('a shard job lost from the queue is sent again by the planning step when the reconciler re-runs it', async (t) => {
+  const channels = scriptedChannels();
+  const core = await startCampaignCore(t, 'campaign_lost_shard', {
+    channels,
+    env: { NOTIFIER_CAMPAIGN_CONCURRENCY: '1', NOTIFIER_RECONCILE_GRACE: '1s', NOTIFIER_RECONCILE_INTERVAL: '1h' },
+  });
+  const pool = core.db.pool;
+  const ids = memberIds(5000);
+  await uploadList(core, 'lost', ids);
+  await givePushTokens(core, ids);
+  const r = await core.notify(campaignRequest('lost', 'lost-1'));
+  const id = r.body.notification_id as string;
+  await waitFor(async () => (await core.status(id)).campaign?.state === 'expanding', { what: 'the fan-out to be planned' });
+
+  // The campaign worker is held on one shard (the test holds the campaign row) while the job of
+  // another, still waiting, is deleted: a wake-up lost.
+  const holder = await pool.connect();
+  let holding = true;
+  const letGo = async (): Promise<void> => {
+    if (!holding) return;
+    holding = false;
+    await holder.query('ROLLBACK').catch(() => {});
+    holder.release();
+  };
+  t.teardown(letGo);
+  await holder.query('BEGIN');
+  await holder.query(`SELECT 1 FROM campaigns WHERE id = 'lost-1' FOR UPDATE`);
+  await waitFor(
+    async () =>
+      (
+        await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM campaign_shards s%'`,
+        )
+      ).rowCount === 1,
+    { what: 'the campaign worker to wait on a shard' },
+  );
+  const { rows: lost } = await pool.query<{ shard: number; job_id: string }>(
+    `DELETE FROM pgboss.job j USING campaign_shards s
+      WHERE j.name = 'notify-campaign-low' AND j.state = 'created' AND j.id = s.job_id AND s.notification_id = $1
+        AND s.shard = (SELECT max(s2.shard) FROM campaign_shards s2 JOIN pgboss.job j2 ON j2.id = s2.job_id AND j2.state = 'created'
+                        WHERE s2.notification_id = $1)
+      RETURNING s.shard, s.job_id`,
+    [id],
+  );
+  t.equal(lost.length, 1, `shard ${lost[0]?.shard}'s job deleted`);
+  const shard = lost[0]!.shard;
+  await letGo();
+
+  await waitFor(
+    async () => {
+      const s = (await core.status(id)).campaign;
+      return s.shards_done === s.shards - 1;
+    },
+    { timeoutMs: 20_000, what: 'every other shard to be expanded' },
+  );
+  const stuck = await pool.query<{ state: string; routed: boolean }>(
+    `SELECT s.state, n.routed_at IS NOT NULL AS routed FROM campaign_shards s JOIN notifications n ON n.id = s.notification_id
+      WHERE s.notification_id = $1 AND s.shard = $2`,
+    [id, shard],
+  );
+  t.same(stuck.rows[0], { state: 'pending', routed: false }, 'the lost shard waits; the fan-out is unfinished');
+
+  // The reconciler finds the unfinished fan-out (its planning job is done) and runs the plan again.
+  const reconciler = core.notifier.reconciler!;
+  await waitFor(async () => (await reconciler.runOnce()).notifications >= 1, { what: 'the reconciler to re-send the planning job' });
+  const done = await core.waitStatus(id, (s) => s.campaign?.state === 'expanded', 20_000);
+  t.match(done.campaign, { recipients: 5000, expanded: 5000, shards: 50, shards_done: 50 });
+  const { rows: again } = await pool.query<{ job_id: string; state: string }>(
+    'SELECT job_id::text, state FROM campaign_shards WHERE notification_id = $1 AND shard = $2',
+    [id, shard],
+  );
+  t.equal(again[0]!.state, 'done');
+  t.not(again[0]!.job_id, lost[0]!.job_id, 'the shard got a new job');
+  const { rows: twice } = await pool.query(
+    'SELECT recipient_id, channel FROM deliveries WHERE notification_id = $1 GROUP BY 1, 2 HAVING count(*) <> 1',
+    [id],
+  );
+  t.same(twice, []);
+  t.equal((await pool.query('SELECT 1 FROM deliveries WHERE notification_id = $1', [id])).rowCount, 5000, 'every member once');
+});
