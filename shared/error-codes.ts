@@ -97,6 +97,12 @@ export const ERROR_CODES = {
   // ── notifier: segments (notifier/segments) ────────────────────────────────
   segment_kind_conflict: { status: 409, title: 'The segment exists with another kind' },
   segment_upload_in_progress: { status: 409, title: 'Another upload of this segment is in progress' },
+  // ── notifier: provider webhooks (notifier/feedback) ──────────────────────
+  webhook_signature_missing: { status: 401, title: 'The provider webhook is not signed' },
+  webhook_signature_invalid: { status: 403, title: "The provider webhook's signature does not verify" },
+  webhook_cert_untrusted: { status: 403, title: 'The signing certificate is not from an allowed host or cannot be used' },
+  webhook_cert_unavailable: { status: 503, title: 'The signing certificate could not be fetched' },
+  webhook_topic_not_allowed: { status: 403, title: 'The notification comes from a topic we did not subscribe to' },
 
   // ── OAuth endpoints (RFC 6749 §5.2, RFC 8628 §3.5, OpenID Connect): OAuth JSON only ──────────
   invalid_request: { status: 400, title: 'The request is missing, repeats or misuses a parameter', wire: 'oauth' },
@@ -165,4 +171,4 @@ export function wireOf(code: AnyErrorCode): Wire {
 }
 
 /** Codes that shipped once and must never be used again. */
-export const RETIRED_CODES: readonly string[] = [];
+export const RETIRED_CODES: readonly string[] = ['sms_not_allowed_for_tier', 'audience_not_supported'];
