@@ -571,3 +571,53 @@ t.test(
     );
   },
 );
+
+t.test('a replica that hears a stop while it is still starting acknowledges it once it has started', async (t) => {
+  const chA = scriptedChannels();
+  const a = await startCampaignCore(t, 'kill_starting', { channels: chA, env: { ...KILL_ENV, NOTIFIER_CAMPAIGN_STOP_WAIT: '2s' } });
+  const pool = a.db.pool;
+  await uploadList(a, 'early', memberIds(10));
+  const r = await a.notify(campaignRequest('early', 'early-1'));
+  t.equal(r.status, 202);
+
+  // B is held half-way through its start, after its LISTEN connection and its kill switch exist
+  // but before the kill switch is registered: its retention schedule's row is held by the test.
+  const holder = await pool.connect();
+  let holding = true;
+  const letGo = async (): Promise<void> => {
+    if (!holding) return;
+    holding = false;
+    await holder.query('ROLLBACK').catch(() => {});
+    holder.release();
+  };
+  t.teardown(letGo);
+  await holder.query('BEGIN');
+  t.equal((await holder.query(`SELECT 1 FROM pgboss.schedule WHERE name = 'notify-retention' FOR UPDATE`)).rowCount, 1);
+  const starting = startCampaignCore(t, 'kill_starting_b', { channels: scriptedChannels(), db: a.db, env: KILL_ENV });
+  starting.catch(() => {});
+  await waitFor(
+    async () =>
+      (
+        await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO pgboss.schedule%'`,
+        )
+      ).rowCount === 1,
+    { timeoutMs: 20_000, what: 'B to wait in the middle of its start' },
+  );
+  t.equal(
+    (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'notifier:listen'`))
+      .rowCount,
+    2,
+    'B is listening already',
+  );
+
+  const first = await stop(a, 'early-1');
+  t.match(first.body, { already_stopped: false, acknowledged: true });
+  t.equal(first.body.replicas.length, 1, 'B is not registered yet: only A is waited for');
+  await letGo();
+  await starting;
+
+  const again = await stop(a, 'early-1');
+  t.equal(again.body.replicas.length, 2, 'B is live now');
+  t.match(again.body, { already_stopped: true, acknowledged: true }, 'and has acknowledged the stop it heard while starting');
+});
