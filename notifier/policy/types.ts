@@ -16,7 +16,12 @@
  * - `sms`: false when the type may never go out by SMS (forced for `marketing`);
  * - `caps`: per channel, at most `limit` sends in any sliding `window` (e.g. 5 per 1h);
  * - `digest`: `{window, template, max_items}`: sends are held for `window` and go out as one,
- *   rendered from `template` with the items (notifier/templates/syntax.ts, `{{#items}}`).
+ *   rendered from `template` with the items (notifier/templates/syntax.ts, `{{#items}}`);
+ * - `failover`: per failing channel, the channels a `high` or `transactional` delivery may fail
+ *   over to, in order (policy/failover.ts picks the first that applies), e.g.
+ *   `{"push": ["sms", "in_app"], "email": ["in_app"]}`; a channel not listed does not fail over;
+ *   `false` turns failover off for the type. Default {@link DEFAULT_FAILOVER} (without `sms` for a
+ *   type that may not use it).
  * Which of these apply at which tier is policy/table.ts.
  */
 import { readFileSync } from 'node:fs';
@@ -45,7 +50,16 @@ export interface NotificationType {
   sms: boolean;
   caps: Readonly<Partial<Record<ChannelName, CapRule>>>;
   digest: DigestRule | undefined;
+  /** Per failing channel, the channels it may fail over to, in order (policy/failover.ts). */
+  failover: Readonly<Partial<Record<ChannelName, readonly ChannelName[]>>>;
 }
+
+/** Failover when a type does not say: push → sms, then in_app; e-mail → in_app; sms → in_app. */
+export const DEFAULT_FAILOVER: Readonly<Partial<Record<ChannelName, readonly ChannelName[]>>> = {
+  push: ['sms', 'in_app'],
+  email: ['in_app'],
+  sms: ['in_app'],
+};
 
 export interface TypeCatalog {
   readonly types: ReadonlyMap<string, NotificationType>;
@@ -73,7 +87,7 @@ export const DEFAULT_NOTIFICATION_TYPES = JSON.stringify({
 
 const TYPE_NAME_RE = /^[a-z][a-z0-9_]{0,63}$/;
 const EVENT_PATTERN_RE = /^(\*|[a-z][a-z0-9_-]*\.(\*|[a-z][a-z0-9_-]*))$/;
-const KEYS = new Set(['events', 'channels', 'mandatory', 'sms', 'caps', 'digest']);
+const KEYS = new Set(['events', 'channels', 'mandatory', 'sms', 'caps', 'digest', 'failover']);
 /** The name a preferences document uses for quiet hours: no type may take it. */
 export const RESERVED_TYPE_NAMES: readonly string[] = ['quiet_hours'];
 
@@ -141,7 +155,26 @@ function parseType(name: string, raw: unknown): NotificationType {
     }
     digest = { windowMs: durationField(d['window'], `${name}.digest.window`, 1_000, 86_400_000), template, maxItems };
   }
-  return { name, events, channels, mandatory, sms, caps, digest };
+  return { name, events, channels, mandatory, sms, caps, digest, failover: parseFailover(name, raw['failover'], sms) };
+}
+
+function parseFailover(name: string, raw: unknown, sms: boolean): NotificationType['failover'] {
+  if (raw === undefined) {
+    return Object.fromEntries(Object.entries(DEFAULT_FAILOVER).map(([from, to]) => [from, to.filter((c) => sms || c !== 'sms')]));
+  }
+  if (raw === false) return {};
+  if (!isRecord(raw)) throw new Error(`${name}.failover: must be false or an object of channel → list of channels`);
+  const out: Partial<Record<ChannelName, readonly ChannelName[]>> = {};
+  for (const [from, list] of Object.entries(raw)) {
+    const source = channelOf(from, `${name}.failover`);
+    if (!Array.isArray(list)) throw new Error(`${name}.failover.${from}: must be a list of channels`);
+    const to = list.map((c, i) => channelOf(c, `${name}.failover.${from}[${i}]`));
+    if (to.includes(source)) throw new Error(`${name}.failover.${from}: a channel cannot fail over to itself`);
+    if (new Set(to).size !== to.length) throw new Error(`${name}.failover.${from}: lists a channel twice`);
+    if (!sms && to.includes('sms')) throw new Error(`${name}.failover.${from}: sms is listed but ${name}.sms is false`);
+    out[source] = to;
+  }
+  return out;
 }
 
 function durationField(v: unknown, where: string, min: number, max: number): number {
@@ -199,11 +232,20 @@ export function parseTypeCatalog(raw: string): TypeCatalog {
 /**
  * The type of a stored notification: the one it was classified as, else (a row older than
  * migration 070, or a type an operator has since removed) by its event, else a stand-in of that
- * name with push as its channel and no caps or digest, so a change of catalogue never stalls work
- * already accepted.
+ * name with push as its channel, no caps or digest and the default failover, so a change of
+ * catalogue never stalls work already accepted.
  */
 export function storedType(catalog: TypeCatalog, stored: string | null, eventType: string): NotificationType {
   const known = (stored !== null ? catalog.types.get(stored) : undefined) ?? (stored === null ? catalog.typeOf(eventType) : undefined);
   if (known) return known;
-  return { name: stored ?? 'general', events: [], channels: new Set(['push']), mandatory: false, sms: true, caps: {}, digest: undefined };
+  return {
+    name: stored ?? 'general',
+    events: [],
+    channels: new Set(['push']),
+    mandatory: false,
+    sms: true,
+    caps: {},
+    digest: undefined,
+    failover: DEFAULT_FAILOVER,
+  };
 }

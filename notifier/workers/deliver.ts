@@ -19,9 +19,11 @@
  * the claim takes over once the lease (twice the send timeout, at most timeout + 5 s) has run out, and then asks the
  * provider, where it can (`Channel.lookup`: the Twilio-style SMS API), whether it already has a
  * message under this delivery's key; if so the delivery is recorded `sent` without a second send.
- * Where the provider cannot be asked (FCM, SMTP) the send is repeated with the same key: a
- * provider that de-duplicates on it (and the SMTP Message-ID, which mail systems de-duplicate on)
- * closes the window; one that does not may deliver twice.
+ * Where the provider cannot be asked (FCM, SMTP: neither takes an idempotency key) the send is
+ * repeated, and the provider delivers twice. What the recipient sees of it: a push carries the
+ * delivery id as its replace identifiers (channels/push-replace.ts), so the second copy replaces
+ * the first on the device; an e-mail keeps its Message-ID, which some mailboxes de-duplicate on and
+ * most clients list twice (README, "What a crash can still duplicate").
  */
 import { createHash } from 'node:crypto';
 import type { Clock } from '../../shared/clock.js';
@@ -54,7 +56,7 @@ import {
 } from './delivery-sql.js';
 import { SentBatch } from './sent-batch.js';
 import { claimAndCheck, typeOfDelivery, type ClaimOptions } from './claim.js';
-import { policyFor } from '../policy/table.js';
+import { failoverTarget } from '../policy/failover.js';
 import { combineTokenResults, nextStep, retryDelay, type AttemptOutcome, type DeadLetterReason, type TokenResult } from './retry-policy.js';
 
 export type { DeliveryJob } from '../queues/wake-ups.js';
@@ -108,6 +110,9 @@ export interface DeliveryWorkerOptions {
 export function leaseMs(sendTimeoutMs: number): number {
   return sendTimeoutMs + Math.min(5_000, sendTimeoutMs);
 }
+
+/** States of a delivery that has reached its recipient or is on its way (a failover to it adds nothing). */
+const REACHING: ReadonlySet<string> = new Set(['queued', 'sending', 'sent', 'delivered', 'opened', 'read', 'digested']);
 
 /** How long a `sent` record waits for others to share its commit, and the most in one. */
 const SENT_BATCH_DELAY_MS = 5;
@@ -374,11 +379,11 @@ export class DeliveryWorker {
         outcome = toOutcome(await call(d.recipient_id, d.id));
         break;
     }
-    return this.#decide(d, outcome, channel.provider);
+    return this.#decide(d, outcome, channel.provider, profile);
   }
 
   /** Turns an attempt's outcome into the writes that record it and schedule what follows. */
-  #decide(d: ClaimedDelivery, outcome: AttemptOutcome, provider: string): Finish {
+  #decide(d: ClaimedDelivery, outcome: AttemptOutcome, provider: string, profile?: Profile): Finish {
     const o = this.#o;
     const step = nextStep(outcome, {
       tier: d.priority,
@@ -387,11 +392,17 @@ export class DeliveryWorker {
       scheduleMs: o.retryScheduleMs,
       usedSecondary: d.use_secondary,
       hasSecondary: o.channels.secondary[d.channel] !== undefined,
-      failedOver: d.failed_over_to !== null,
-      // Failover obeys the type × tier table too: marketing never goes out by SMS.
-      smsAvailable:
-        o.channels.primary.sms !== undefined &&
-        policyFor(typeOfDelivery(o.policy.catalog, d), d.priority, o.policy.settings).allowed.has('sms'),
+      failedOver: d.failed_over_to !== null || d.is_failover,
+      // The type's failover list under the type × tier table (marketing never goes out by SMS),
+      // to a channel configured here that the recipient has an address on.
+      failoverTo:
+        outcome.kind === 'sent'
+          ? undefined
+          : failoverTarget(typeOfDelivery(o.policy.catalog, d), d.priority, d.channel, {
+              settings: o.policy.settings,
+              configured: (c) => o.channels.primary[c] !== undefined,
+              profile,
+            }),
     });
     const detail = outcome.kind === 'sent' ? '' : outcome.detail ? `${outcome.reason}: ${outcome.detail}` : outcome.reason;
     switch (step.do) {
@@ -419,21 +430,24 @@ export class DeliveryWorker {
           o.metrics.outcome(d.priority, d.channel, 'secondary');
           return this.#enqueue(client, d.channel, d.priority, d.id, 0);
         });
-      case 'failover_sms':
+      case 'failover':
         return writes(async (client) => {
-          const sms = await ensureDelivery(client, {
+          const other = await ensureDelivery(client, {
             notificationId: d.notification_id,
-            channel: 'sms',
+            channel: step.to,
             recipientId: d.recipient_id,
             priority: d.priority,
             templateId: d.template_id,
           });
-          if (!(await markFailed(client, d.id, 'failed', `failed_over_to_sms: ${detail}`, sms.id))) return [];
+          const why = step.after ? `${step.after}: ${detail}` : detail;
+          if (!(await markFailed(client, d.id, 'failed', `failed_over_to_${step.to}: ${why}`, other.id))) return [];
           o.metrics.outcome(d.priority, d.channel, 'failover');
           const wake: string[] = [];
-          if (sms.created) wake.push(...(await this.#enqueue(client, 'sms', d.priority, sms.id, 0)));
-          // The SMS already failed: this push keeps its own retries.
-          else if (sms.status === 'failed' || sms.status === 'dead_lettered') wake.push(...(await this.#resume(client, sms.id)));
+          if (other.created) wake.push(...(await this.#enqueue(client, step.to, d.priority, other.id, 0)));
+          // That channel already ended without reaching the user: this delivery keeps its own
+          // retries. (One already sent or under way, a channel the notification had anyway, is not
+          // sent again: the user has it, or will.)
+          else if (!REACHING.has(other.status)) wake.push(...(await this.#resume(client, other.id)));
           return wake;
         });
       case 'fail':

@@ -57,6 +57,8 @@ export interface ClaimedDelivery {
   attempts: number;
   use_secondary: boolean;
   failed_over_to: string | null;
+  /** Another delivery failed over to this one: it does not fail over again (one failover per notification). */
+  is_failover: boolean;
   /** `sending` when this claim took over an attempt whose worker died (the crash window). */
   previous_status: DeliveryStatus;
   event_type: string;
@@ -117,7 +119,8 @@ export async function claimDeliveries(
                n.event_type, n.template_data, n.locale, n.campaign_id,
                (extract(epoch FROM n.created_at) * 1000)::float8 AS accepted_at_ms,
                coalesce(d.notification_type, n.notification_type) AS notification_type, d.kind, d.digest_id::text,
-               (d.counted_at IS NOT NULL) AS counted`,
+               (d.counted_at IS NOT NULL) AS counted,
+               EXISTS (SELECT 1 FROM deliveries f WHERE f.failed_over_to = d.id) AS is_failover`,
     [[...new Set(ids)], leaseMs, nowMs + 1000],
   );
   return new Map(rows.map((r) => [r.id, r]));

@@ -7,15 +7,21 @@
  *   5 s, 30 s, 2 min, 10 min), or the provider's Retry-After when that is longer (capped at an
  *   hour). After the last delay has been used, the delivery is dead-lettered with
  *   `retries_exhausted`, unless a secondary applies.
+ * - Channel failover (`failover`, once per delivery) goes to the channel policy/failover.ts chose
+ *   from the type's `failover` list (push → SMS when the user has a phone and the type allows SMS,
+ *   else in-app, by default); the failing delivery ends `failed`, parked behind the new one, and
+ *   resumes only if that one fails too (it then never fails over again).
  * - `transactional` push fails over at once, on the first failure of any kind (an open breaker
- *   included), to SMS; the push delivery is parked and resumes its own retries only if the SMS fails
- *   too (it then never fails over again).
+ *   included).
  * - `transactional` and `high`: once the retries on the primary provider are exhausted, one attempt
- *   on the channel's secondary provider, when one is configured; if that fails, the dead-letter
- *   queue (`secondary_failed`). The secondary is also tried at once when the primary refuses our
- *   credentials (`provider_auth_failed`), which no amount of retrying fixes.
- * - A permanent failure (bad address, no device token, message refused) fails the delivery: there
- *   is nothing to retry and nothing to re-drive.
+ *   on the channel's secondary provider, when one is configured; if there is none or it fails too,
+ *   channel failover; if no channel applies, the dead-letter queue (`retries_exhausted`, or
+ *   `secondary_failed`). The secondary is also tried at once when the primary refuses our
+ *   credentials (`provider_auth_failed`), which no amount of retrying fixes; without one, such a
+ *   refusal fails over at once.
+ * - Any other permanent failure (bad address, no device token, message refused) fails the
+ *   delivery: there is nothing to retry and nothing to re-drive, and it is about this message or
+ *   this recipient, not a failing provider, so it does not change channel.
  */
 import type { ChannelName, PermanentReason, RetryReason, Tier } from '../channels/channel.js';
 
@@ -36,10 +42,10 @@ export interface AttemptContext {
   usedSecondary: boolean;
   /** The channel has a secondary provider configured. */
   hasSecondary: boolean;
-  /** This (push) delivery already failed over to SMS once. */
+  /** This delivery already failed over once. */
   failedOver: boolean;
-  /** An SMS channel exists to fail over to. */
-  smsAvailable: boolean;
+  /** The channel a failover would go to (policy/failover.ts), undefined when none applies. */
+  failoverTo: ChannelName | undefined;
 }
 
 /** Reason codes of the dead-letter queue. Stable: stored and matched on. */
@@ -48,7 +54,8 @@ export type DeadLetterReason = 'retries_exhausted' | 'secondary_failed' | 'rende
 export type NextStep =
   | { do: 'sent'; providerMessageId: string }
   | { do: 'retry'; delayMs: number; reason: RetryReason }
-  | { do: 'failover_sms'; reason: RetryReason | PermanentReason }
+  /** `after`: what ran out first, when it was not the first failure (the status view's reason says so). */
+  | { do: 'failover'; to: ChannelName; reason: RetryReason | PermanentReason; after?: 'retries_exhausted' | 'secondary_failed' }
   | { do: 'secondary'; reason: RetryReason | PermanentReason }
   | { do: 'dead_letter'; reason: DeadLetterReason; last: RetryReason | PermanentReason }
   | { do: 'fail'; reason: PermanentReason };
@@ -61,21 +68,27 @@ const SECONDARY_TIERS: readonly Tier[] = ['transactional', 'high'];
 export function nextStep(outcome: AttemptOutcome, ctx: AttemptContext): NextStep {
   if (outcome.kind === 'sent') return { do: 'sent', providerMessageId: outcome.providerMessageId };
 
-  if (ctx.tier === 'transactional' && ctx.channel === 'push' && !ctx.failedOver && ctx.smsAvailable) {
-    return { do: 'failover_sms', reason: outcome.reason };
-  }
+  const to = SECONDARY_TIERS.includes(ctx.tier) && !ctx.failedOver ? ctx.failoverTo : undefined;
+  type After = 'retries_exhausted' | 'secondary_failed';
+  const failover =
+    to === undefined
+      ? undefined
+      : (after?: After): NextStep =>
+          after ? { do: 'failover', to, reason: outcome.reason, after } : { do: 'failover', to, reason: outcome.reason };
+  if (failover && ctx.tier === 'transactional' && ctx.channel === 'push') return failover();
   const secondaryAllowed = SECONDARY_TIERS.includes(ctx.tier) && ctx.hasSecondary && !ctx.usedSecondary;
 
   if (outcome.kind === 'permanent') {
     if (outcome.reason === 'provider_auth_failed' && secondaryAllowed) return { do: 'secondary', reason: outcome.reason };
+    if (outcome.reason === 'provider_auth_failed' && failover) return failover();
     return { do: 'fail', reason: outcome.reason };
   }
-  if (ctx.usedSecondary) return { do: 'dead_letter', reason: 'secondary_failed', last: outcome.reason };
+  if (ctx.usedSecondary) return failover?.('secondary_failed') ?? { do: 'dead_letter', reason: 'secondary_failed', last: outcome.reason };
   if (ctx.attempts <= ctx.scheduleMs.length) {
     return { do: 'retry', delayMs: retryDelay(ctx.scheduleMs, ctx.attempts, outcome.retryAfterMs), reason: outcome.reason };
   }
   if (secondaryAllowed) return { do: 'secondary', reason: outcome.reason };
-  return { do: 'dead_letter', reason: 'retries_exhausted', last: outcome.reason };
+  return failover?.('retries_exhausted') ?? { do: 'dead_letter', reason: 'retries_exhausted', last: outcome.reason };
 }
 
 /** The delay before the retry that follows attempt `attempts` (1-based): the schedule's, or a longer Retry-After. */

@@ -2,7 +2,7 @@
  * What happens when sends fail, through a real notifier with scripted providers: retries on the
  * schedule (never inline), the dead-letter queue with its reason and an idempotent re-drive,
  * transactional push → SMS failover (and push resuming when SMS fails too), the secondary provider
- * for high, render errors dead-lettered without touching other sends, and the crash window closed
+ * for high, high's channel failover without one (SMS with a phone, else in-app; once), render errors dead-lettered without touching other sends, and the crash window closed
  * by a provider lookup.
  */
 import t from 'tap';
@@ -121,10 +121,73 @@ t.test('high retries, then one attempt on the secondary provider', async (t) => 
 
   channels.secondary.sms!.script = () => retry;
   const r2 = await core.notify(request({ channels: ['sms'], priority: 'high', idempotency_key: 'k2' }));
-  await core.waitStatus(r2.body.notification_id, (s) => s.status === 'dead_lettered');
-  const dlq = await core.api('GET', '/api/v1/admin/dlq?reason=secondary_failed', undefined, core.admin);
-  t.equal(dlq.body.dead_letters.length, 1, 'the secondary failed too: dead-lettered as secondary_failed');
+  const s2 = await core.waitStatus(r2.body.notification_id, (s) => s.channels.in_app === 'sent');
+  t.same(s2.channels, { sms: 'failed', in_app: 'sent' }, 'the secondary failed too: then the channel failover, SMS → in-app');
+  t.match(s2.details.sms.reason, /^failed_over_to_in_app: secondary_failed: provider_unavailable/);
   t.equal(channels.secondary.sms!.calls.length, 2, 'the secondary is tried once per delivery');
+
+  // Nothing left: in-app fails too, the SMS resumes on its secondary once more and is dead-lettered.
+  channels.primary.in_app.script = () => retry;
+  const r3 = await core.notify(request({ channels: ['sms'], priority: 'high', idempotency_key: 'k3' }));
+  const s3 = await core.waitStatus(r3.body.notification_id, (s) => s.channels.sms === 'dead_lettered');
+  t.same(s3.channels, { sms: 'dead_lettered', in_app: 'dead_lettered' });
+  const dlq = await core.api('GET', '/api/v1/admin/dlq?reason=secondary_failed', undefined, core.admin);
+  t.equal(dlq.body.dead_letters.length, 1, 'dead-lettered as secondary_failed');
+});
+
+t.test('high without a secondary provider: after its retries, push fails over once, to SMS with a phone, else in-app', async (t) => {
+  const channels = scriptedChannels();
+  channels.primary.push.script = () => retry;
+  const core = await setup(t, channels, { NOTIFIER_RETRY_SCHEDULE: '30ms,30ms' });
+  const shipped = (over: Record<string, unknown>) =>
+    request({ event_type: 'order.shipped', channels: ['push'], priority: 'high', ...over });
+
+  // order_updates allows SMS at high, and u1 has a phone.
+  const r = await core.notify(shipped({ idempotency_key: 'to-sms' }));
+  const id = r.body.notification_id;
+  const s = await core.waitStatus(id, (s) => s.channels.sms === 'sent');
+  t.same(summary(s), { status: 'sent', channels: { push: 'failed', sms: 'sent' } }, 'the status view shows both deliveries');
+  t.match(s.details.push.reason, /^failed_over_to_sms: retries_exhausted: provider_unavailable/, 'and why');
+  const d = await deliveries(core, id);
+  t.equal(channels.primary.push.callsFor(d.push.id).length, 3, 'push: its first attempt and both retries, no secondary provider');
+  t.equal(d.push.failed_over_to, d.sms.id);
+  t.equal(channels.primary.sms.callsFor(d.sms.id).length, 1);
+
+  // No phone: in-app.
+  await putProfile(core, 'u2', { email: 'bob@example.test' });
+  await addDevice(core, 'u2', 'tok-2');
+  const r2 = await core.notify(shipped({ recipient_id: 'u2', idempotency_key: 'to-inbox' }));
+  const s2 = await core.waitStatus(r2.body.notification_id, (s) => s.channels.in_app !== undefined && s.channels.in_app !== 'queued');
+  t.same(summary(s2), { status: 'sent', channels: { push: 'failed', in_app: 'sent' } });
+  t.match(s2.details.push.reason, /^failed_over_to_in_app: retries_exhausted/);
+  t.equal(
+    (await core.api('GET', '/api/v1/users/u2/notifications', undefined, core.user('u2'))).body.notifications.length,
+    1,
+    'in the inbox',
+  );
+
+  // A type that may not use SMS (marketing) goes in-app though u1 has a phone.
+  const r3 = await core.notify(shipped({ event_type: 'marketing.spring', idempotency_key: 'promo' }));
+  const s3 = await core.waitStatus(r3.body.notification_id, (s) => s.channels.in_app !== undefined && s.channels.in_app !== 'queued');
+  t.same(s3.channels, { push: 'failed', in_app: 'sent' }, 'marketing never fails over to SMS');
+
+  // Once: the SMS fails too; it does not fail over in turn, the push resumes and is dead-lettered.
+  channels.primary.sms.script = () => retry;
+  const r4 = await core.notify(shipped({ idempotency_key: 'both-fail' }));
+  const s4 = await core.waitStatus(
+    r4.body.notification_id,
+    (s) => s.channels.push === 'dead_lettered' && s.channels.sms === 'dead_lettered',
+  );
+  t.same(s4.channels, { push: 'dead_lettered', sms: 'dead_lettered' }, 'no in-app after the SMS: one failover per notification');
+  const d4 = await deliveries(core, r4.body.notification_id);
+  t.equal(channels.primary.sms.callsFor(d4.sms.id).length, 3, 'the SMS ran its own retries');
+  t.equal(channels.primary.push.callsFor(d4.push.id).length, 4, 'the push resumed for one more attempt, then the dead-letter queue');
+
+  // normal never changes channel.
+  channels.primary.sms.script = (_m, ctx) => ({ ok: true, providerMessageId: `ok-${ctx.deliveryId}` });
+  const r5 = await core.notify(shipped({ priority: 'normal', idempotency_key: 'normal' }));
+  const s5 = await core.waitStatus(r5.body.notification_id, (s) => s.status === 'dead_lettered');
+  t.same(s5.channels, { push: 'dead_lettered' });
 });
 
 t.test('a render error dead-letters that send only; permanent failures fail without retries', async (t) => {

@@ -89,7 +89,7 @@ const ctx = (over: Partial<AttemptContext> = {}): AttemptContext => ({
   usedSecondary: false,
   hasSecondary: false,
   failedOver: false,
-  smsAvailable: true,
+  failoverTo: undefined,
   ...over,
 });
 const transient = { kind: 'retry', reason: 'provider_unavailable' } as const;
@@ -122,13 +122,40 @@ t.test('the retry schedule, failover and the dead-letter queue', async (t) => {
   t.equal(retryDelay([1000], 1, 9e12), 3_600_000, 'Retry-After is capped at an hour');
   t.equal(retryDelay([1000, 2000], 9), 2000, 'past the end: the last delay');
 
-  // transactional push: failover to SMS on the first failure of any kind, once
-  const tx = ctx({ tier: 'transactional', channel: 'push' });
-  t.same(nextStep({ kind: 'retry', reason: 'circuit_open' }, tx), { do: 'failover_sms', reason: 'circuit_open' });
-  t.same(nextStep({ kind: 'permanent', reason: 'missing_address' }, tx), { do: 'failover_sms', reason: 'missing_address' });
+  // transactional push: failover on the first failure of any kind, once
+  const tx = ctx({ tier: 'transactional', channel: 'push', failoverTo: 'sms' });
+  t.same(nextStep({ kind: 'retry', reason: 'circuit_open' }, tx), { do: 'failover', to: 'sms', reason: 'circuit_open' });
+  t.same(nextStep({ kind: 'permanent', reason: 'missing_address' }, tx), { do: 'failover', to: 'sms', reason: 'missing_address' });
+  t.same(nextStep(transient, { ...tx, failoverTo: 'in_app' }), { do: 'failover', to: 'in_app', reason: 'provider_unavailable' });
   t.equal(nextStep(transient, { ...tx, failedOver: true }).do, 'retry', 'after a failover, its own retries');
-  t.equal(nextStep(transient, { ...tx, smsAvailable: false }).do, 'retry');
-  t.equal(nextStep(transient, ctx({ channel: 'push' })).do, 'retry', 'high push does not change channel');
+  t.equal(nextStep(transient, { ...tx, failoverTo: undefined }).do, 'retry');
+
+  // high: retries first, then the secondary provider if any, then channel failover, once
+  const high = ctx({ channel: 'push', failoverTo: 'sms' });
+  t.equal(nextStep(transient, high).do, 'retry', 'high push retries before it changes channel');
+  t.same(
+    nextStep(transient, { ...high, attempts: 6 }),
+    { do: 'failover', to: 'sms', reason: 'provider_unavailable', after: 'retries_exhausted' },
+    'no secondary',
+  );
+  t.equal(nextStep(transient, { ...high, attempts: 6, hasSecondary: true }).do, 'secondary');
+  t.same(
+    nextStep(transient, { ...high, attempts: 7, hasSecondary: true, usedSecondary: true }),
+    { do: 'failover', to: 'sms', reason: 'provider_unavailable', after: 'secondary_failed' },
+    'the secondary failed too',
+  );
+  t.same(nextStep(transient, { ...high, attempts: 7, failedOver: true }).do, 'dead_letter', 'never twice');
+  t.same(nextStep({ kind: 'permanent', reason: 'provider_auth_failed' }, high), {
+    do: 'failover',
+    to: 'sms',
+    reason: 'provider_auth_failed',
+  });
+  t.same(
+    nextStep({ kind: 'permanent', reason: 'missing_address' }, high),
+    { do: 'fail', reason: 'missing_address' },
+    'a failure of this message or recipient does not change channel',
+  );
+  t.equal(nextStep(transient, ctx({ tier: 'normal', channel: 'push', attempts: 6, failoverTo: 'in_app' })).do, 'dead_letter');
 
   t.same(nextStep({ kind: 'permanent', reason: 'invalid_recipient' }, ctx()), { do: 'fail', reason: 'invalid_recipient' });
   t.same(nextStep({ kind: 'permanent', reason: 'provider_auth_failed' }, ctx({ hasSecondary: true })), {

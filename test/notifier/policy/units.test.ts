@@ -12,7 +12,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChannelName, Tier } from '../../../notifier/channels/channel.js';
-import { DEFAULT_NOTIFICATION_TYPES, parseTypeCatalog, type NotificationType, type TypeCatalog } from '../../../notifier/policy/types.js';
+import {
+  DEFAULT_FAILOVER,
+  DEFAULT_NOTIFICATION_TYPES,
+  parseTypeCatalog,
+  type NotificationType,
+  type TypeCatalog,
+} from '../../../notifier/policy/types.js';
+import { failoverTarget } from '../../../notifier/policy/failover.js';
 import { isExempt, policyFor, type Policy, type PolicySettings } from '../../../notifier/policy/table.js';
 import { planChannels, userChoice, type ChannelPlan } from '../../../notifier/policy/resolve.js';
 import { capVerdicts, gate, type GateInput } from '../../../notifier/policy/gate.js';
@@ -88,6 +95,7 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     sms: true,
     caps: {},
     digest: undefined,
+    failover: DEFAULT_FAILOVER,
   });
   t.same(view(c.types.get('social_activity')!), {
     name: 'social_activity',
@@ -97,6 +105,7 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     sms: true,
     caps: { push: { limit: 10, windowMs: HOUR } },
     digest: undefined,
+    failover: DEFAULT_FAILOVER,
   });
   t.same(view(c.types.get('security_alerts')!), {
     name: 'security_alerts',
@@ -106,6 +115,7 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     sms: true,
     caps: {},
     digest: undefined,
+    failover: DEFAULT_FAILOVER,
   });
   t.same(view(c.types.get('marketing')!), {
     name: 'marketing',
@@ -115,6 +125,7 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     sms: false,
     caps: { push: { limit: 5, windowMs: HOUR }, email: { limit: 3, windowMs: 24 * HOUR } },
     digest: undefined,
+    failover: { push: ['in_app'], email: ['in_app'], sms: ['in_app'] },
   });
   t.same(view(c.types.get('general')!), {
     name: 'general',
@@ -124,6 +135,7 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     sms: true,
     caps: {},
     digest: undefined,
+    failover: DEFAULT_FAILOVER,
   });
 });
 
@@ -150,7 +162,7 @@ t.test('each configuration error names the faulty field', async (t) => {
     [
       'unknown field',
       withSecurity({ order_updates: { events: ['order.*'], colour: 'red' } }),
-      'order_updates.colour: unknown field (events, channels, mandatory, sms, caps, digest)',
+      'order_updates.colour: unknown field (events, channels, mandatory, sms, caps, digest, failover)',
     ],
     [
       'type name with a capital',
@@ -310,6 +322,41 @@ t.test('each configuration error names the faulty field', async (t) => {
       'security_alerts explicitly not mandatory',
       JSON.stringify({ security_alerts: { events: ['security.*'], mandatory: false } }),
       'security_alerts: must exist and be mandatory (a user cannot turn security alerts off)',
+    ],
+    [
+      'failover neither false nor an object',
+      withSecurity({ orders: { failover: ['sms'] } }),
+      'orders.failover: must be false or an object of channel → list of channels',
+    ],
+    [
+      'failover from an unknown channel',
+      withSecurity({ orders: { failover: { fax: [] } } }),
+      'orders.failover: "fax" is not a channel (push, email, sms, in_app)',
+    ],
+    [
+      'failover list not a list',
+      withSecurity({ orders: { failover: { push: 'sms' } } }),
+      'orders.failover.push: must be a list of channels',
+    ],
+    [
+      'failover to an unknown channel',
+      withSecurity({ orders: { failover: { push: ['sms', 'pigeon'] } } }),
+      'orders.failover.push[1]: "pigeon" is not a channel (push, email, sms, in_app)',
+    ],
+    [
+      'failover to itself',
+      withSecurity({ orders: { failover: { push: ['push'] } } }),
+      'orders.failover.push: a channel cannot fail over to itself',
+    ],
+    [
+      'failover twice to one',
+      withSecurity({ orders: { failover: { push: ['sms', 'sms'] } } }),
+      'orders.failover.push: lists a channel twice',
+    ],
+    [
+      'failover to sms for a type without sms',
+      withSecurity({ marketing: { failover: { push: ['sms'] } } }),
+      'marketing.failover.push: sms is listed but marketing.sms is false',
     ],
     ['empty object', '{}', 'must be a JSON object with at least one type'],
     ['empty object with spaces', '  { }  ', 'must be a JSON object with at least one type'],
@@ -1127,4 +1174,40 @@ t.test('the bounds of caps and digests are inclusive: 1 s to 31 days, 1 s to 1 d
   t.same(c.types.get('a')!.caps, { push: { limit: 1, windowMs: SECOND }, email: { limit: 100_000, windowMs: 31 * DAY } });
   t.same(c.types.get('b')!.digest, { windowMs: DAY, template: 'b_v1', maxItems: 1000 });
   t.same(c.types.get('c')!.digest, { windowMs: SECOND, template: 'c_v12', maxItems: 1 });
+});
+
+t.test("failover: the first channel of the type's list that the table allows, is configured and the user has an address on", async (t) => {
+  const c = parseTypeCatalog(
+    withSecurity({
+      orders: { events: ['order.*'] },
+      quiet: { events: ['quiet.*'], failover: false },
+      mail_first: { events: ['mail.*'], failover: { push: ['email', 'in_app'] } },
+      marketing: { events: ['promo.*'] },
+    }),
+  );
+  const settings: PolicySettings = { quietHoursTiers: [] };
+  const all = (_c: ChannelName): boolean => true;
+  const phone = { phone: '+14155550100' };
+  const target = (type: string, tier: Tier, from: ChannelName, profile: { email?: string; phone?: string } | undefined, configured = all) =>
+    failoverTarget(c.types.get(type)!, tier, from, { settings, configured, profile });
+  t.equal(target('orders', 'high', 'push', phone), 'sms', 'push → sms when the user has a phone');
+  t.equal(target('orders', 'high', 'push', {}), 'in_app', 'else in_app');
+  t.equal(target('orders', 'high', 'push', undefined), 'in_app', 'an unknown profile has no phone');
+  t.equal(
+    target('orders', 'high', 'push', phone, (ch) => ch !== 'sms'),
+    'in_app',
+    'no SMS channel configured',
+  );
+  t.equal(target('orders', 'transactional', 'push', phone), 'sms');
+  t.equal(target('orders', 'high', 'email', phone), 'in_app', 'e-mail → in_app');
+  t.equal(target('orders', 'high', 'sms', phone), 'in_app', 'sms → in_app');
+  t.equal(target('orders', 'high', 'in_app', phone), undefined, 'in_app fails over to nothing');
+  t.equal(target('orders', 'normal', 'push', phone), undefined, 'normal never fails over');
+  t.equal(target('orders', 'low', 'push', phone), undefined, 'low never fails over');
+  t.equal(target('quiet', 'high', 'push', phone), undefined, 'failover: false');
+  t.equal(target('mail_first', 'high', 'push', { email: 'a@example.test', ...phone }), 'email', "the type's own order");
+  t.equal(target('mail_first', 'high', 'push', phone), 'in_app', 'no e-mail address: the next');
+  t.equal(target('mail_first', 'high', 'email', phone), undefined, 'a channel not listed does not fail over');
+  t.equal(target('marketing', 'high', 'push', phone), 'in_app', 'marketing never fails over to SMS');
+  t.same(DEFAULT_FAILOVER, { push: ['sms', 'in_app'], email: ['in_app'], sms: ['in_app'] });
 });
