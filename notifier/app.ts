@@ -46,6 +46,15 @@ import type { PolicySettings } from './policy/table.js';
 import { Reconciler } from './workers/reconcile.js';
 import { registerSegmentRoutes, SegmentCleanup, UPLOAD_STALE_MS } from './segments/index.js';
 import type { BodyStream } from '../shared/body-stream.js';
+import {
+  CertCache,
+  FeedbackWriter,
+  httpCertFetch,
+  registerSuppressionRoutes,
+  registerWebhookRoutes,
+  suppressedAmong,
+  TWILIO_WEBHOOK_PATH,
+} from './feedback/index.js';
 
 /** What tests (and embedders) may replace. */
 export interface NotifierDeps {
@@ -84,6 +93,11 @@ const BACKPRESSURE_SAMPLE_MS = 500;
 const CAMPAIGN_PUMP_BUSY_MS = 50;
 /** A progress line per this many shards of a fan-out. */
 const CAMPAIGN_LOG_EVERY_SHARDS = 100;
+/** Provider events that named no delivery are matched again this often, while this young. */
+const FEEDBACK_REMATCH_MS = 2_000;
+const FEEDBACK_REMATCH_WITHIN_MS = 10 * 60_000;
+/** Longest wait for an SNS signing certificate. */
+const SNS_CERT_FETCH_TIMEOUT_MS = 5_000;
 
 export async function startNotifier(config: NotifierConfig, log: Logger, deps: NotifierDeps = {}): Promise<Notifier> {
   const clock = deps.clock ?? systemClock;
@@ -119,6 +133,18 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
   }
 
   const metrics = createNotifierMetrics(registry, { clock, log, dlqDepth: () => dlqDepth(pool), fanoutLag: () => fanoutLag(pool) });
+  // Provider feedback (notifier/feedback): the webhooks' batched writer and the SNS certificates.
+  const certPolicy = { hostPattern: config.NOTIFIER_SNS_CERT_HOSTS, httpHosts: config.NOTIFIER_SNS_CERT_HTTP_HOSTS ?? [] };
+  const certs = new CertCache({
+    policy: certPolicy,
+    ttlMs: config.NOTIFIER_SNS_CERT_TTL,
+    clock,
+    fetch: httpCertFetch(SNS_CERT_FETCH_TIMEOUT_MS),
+  });
+  const feedback = new FeedbackWriter({ pool, metrics, log });
+  if ((config.NOTIFIER_SES_TOPIC_ARNS ?? []).length === 0) {
+    log.info('NOTIFIER_SES_TOPIC_ARNS is unset: the SES events webhook accepts any SNS topic whose signature verifies');
+  }
   const runners = new Map<string, Pick<QueueRunner, 'wake' | 'start' | 'stop'>>();
   const wake = (queue: string): void => runners.get(queue)?.wake();
   const backpressure = new Backpressure({
@@ -185,7 +211,14 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     channels =
       typeof deps.channels === 'function'
         ? deps.channels(inbox)
-        : (deps.channels ?? createChannels(config, { writeInbox: inbox, sendTimeoutMs: config.NOTIFIER_SEND_TIMEOUT, clock, registry }));
+        : (deps.channels ??
+          createChannels(config, {
+            writeInbox: inbox,
+            sendTimeoutMs: config.NOTIFIER_SEND_TIMEOUT,
+            clock,
+            registry,
+            smsStatusCallback: `${config.NOTIFIER_PUBLIC_URL.replace(/\/+$/, '')}${TWILIO_WEBHOOK_PATH}`,
+          }));
 
     if (config.NOTIFIER_WORKERS) {
       const directory: Directory = {
@@ -193,6 +226,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         listDeviceTokens: (ids) => listDeviceTokensOf(pool, ids),
         removeDeviceToken: (id, token) => removeDeviceToken(pool, id, token),
         renderTemplate: (req) => renderTemplate(pool, req),
+        suppressions: (addresses) => suppressedAmong(pool, addresses),
         ...deps.directory,
       };
       const router = new RoutingWorker({
@@ -359,14 +393,27 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           cleanup: segmentCleanup,
           onUploadBody: deps.onSegmentUploadBody,
         });
+        registerWebhookRoutes(app, edge, {
+          writer: feedback,
+          certs,
+          certPolicy,
+          topicArns: config.NOTIFIER_SES_TOPIC_ARNS ?? [],
+          publicUrl: config.NOTIFIER_PUBLIC_URL,
+          smsAuthToken: config.SMS_AUTH_TOKEN,
+          metrics,
+          log,
+        });
+        registerSuppressionRoutes(app, edge, { pool, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, log });
         registerTemplateRoutes(app, edge, pool, caller);
         registerProfileRoutes(app, edge, pool, caller);
         registerDeviceRoutes(app, edge, pool, caller);
       },
     });
 
-    // 4. Running: the workers take jobs; old segment versions are cleaned up.
+    // 4. Running: the workers take jobs; old segment versions are cleaned up; provider events that
+    // arrived before their send was recorded are matched again.
     segmentCleanup.start();
+    feedback.startRematching(FEEDBACK_REMATCH_MS, FEEDBACK_REMATCH_WITHIN_MS);
     if (config.NOTIFIER_WORKERS) {
       // Registered and holding the stopped campaigns before any worker claims.
       await killSwitch?.start();
@@ -379,6 +426,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     await pump?.stop();
     await killSwitch?.close();
     await http?.close(0);
+    await feedback.close().catch(() => {});
     await segmentCleanup.stop();
     await boss?.stop({ graceful: false, close: false }).catch(() => {});
     await channels?.close?.().catch(() => {});
@@ -401,6 +449,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     close: () =>
       (closed ??= (async () => {
         await http.close(graceMs);
+        await feedback.close();
         await segmentCleanup.stop();
         backpressure.stop();
         await reconciler?.stop();

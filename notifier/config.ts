@@ -38,6 +38,11 @@ export const notifierConfig = pick(ENV, [
   'NOTIFIER_ADMIN_ROLES',
   'NOTIFIER_SERVICE_ROLES',
   'NOTIFIER_INBOX_PAGE_SIZE',
+  // provider webhooks and suppression (notifier/feedback)
+  'NOTIFIER_SNS_CERT_HOSTS',
+  'NOTIFIER_SNS_CERT_HTTP_HOSTS',
+  'NOTIFIER_SNS_CERT_TTL',
+  'NOTIFIER_SES_TOPIC_ARNS',
   // segments (notifier/segments)
   'NOTIFIER_SEGMENT_MAX_BYTES',
   // campaigns (notifier/campaigns)

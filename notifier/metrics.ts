@@ -13,7 +13,11 @@
  *   `failover`, `secondary`, `failed`, `dead_lettered`);
  * - `provider_calls_total`, `provider_call_duration_seconds` and `circuit_breaker_state`: published
  *   by the channels themselves (notifier/channels/breaker.ts);
- * - `dlq_depth{channel}`: dead letters not yet re-driven, read from the database at scrape time.
+ * - `dlq_depth{channel}`: dead letters not yet re-driven, read from the database at scrape time;
+ * - provider feedback (notifier/feedback): `webhook_events_total{provider,type,result}`,
+ *   `webhook_rejected_total{provider,reason}` (signature failures among them),
+ *   `webhook_unknown_messages_total{provider}`, `email_suppressions_added_total{reason}` and
+ *   `suppressed_sends_total{channel}`.
  *
  * And, for dashboards that read /metrics directly, the rates the README lists, as gauges over a
  * sliding window
@@ -24,6 +28,7 @@
 import type { Clock } from '../shared/clock.js';
 import { Counter, Gauge, Histogram, type Registry } from '../shared/metrics.js';
 import type { Logger } from '../shared/log.js';
+import type { FeedbackMetrics } from './feedback/writer.js';
 
 export type IngestResult = 'accepted' | 'replayed' | 'rejected';
 export type DeliveryOutcome = 'sent' | 'retry' | 'failover' | 'secondary' | 'failed' | 'dead_lettered';
@@ -98,7 +103,7 @@ export interface CampaignMetrics {
   shardExpanded(members: number, seconds: number): void;
 }
 
-export interface NotifierMetrics extends PolicyMetrics, CampaignMetrics {
+export interface NotifierMetrics extends PolicyMetrics, CampaignMetrics, FeedbackMetrics {
   ingested(priority: string, result: IngestResult): void;
   outcome(tier: string, channel: string, outcome: DeliveryOutcome): void;
   /** A send the provider accepted, `seconds` after the notification was accepted. */
@@ -255,7 +260,54 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
     },
   });
 
+  // Provider feedback (notifier/feedback).
+  const webhookEvents = new Counter({
+    name: 'webhook_events_total',
+    help: 'Provider webhook events by provider (ses, twilio), type (delivered, bounce_permanent, bounce_transient, complaint, undelivered, failed, progress, other, subscription, unreadable) and result (moved, recorded, duplicate, unknown, ignored, matched_late)',
+    labelNames: ['provider', 'type', 'result'] as const,
+    registers: [registry],
+  });
+  const webhookRejections = new Counter({
+    name: 'webhook_rejected_total',
+    help: 'Provider webhooks refused with nothing changed, by provider and reason (unsigned, bad_signature, cert_not_allowed, cert_unusable, cert_unavailable, topic_not_allowed, invalid, overloaded)',
+    labelNames: ['provider', 'reason'] as const,
+    registers: [registry],
+  });
+  const unknownMessages = new Counter({
+    name: 'webhook_unknown_messages_total',
+    help: 'Provider events for a message no delivery carries (answered 200), by provider',
+    labelNames: ['provider'] as const,
+    registers: [registry],
+  });
+  const suppressions = new Counter({
+    name: 'email_suppressions_added_total',
+    help: 'Addresses put on the e-mail suppression list, by reason (bounce, complaint)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  const suppressedSends = new Counter({
+    name: 'suppressed_sends_total',
+    help: 'Sends not made because the address is on the suppression list, by channel',
+    labelNames: ['channel'] as const,
+    registers: [registry],
+  });
+
   return {
+    webhookEvent(provider, type, result) {
+      webhookEvents.inc({ provider, type, result });
+    },
+    webhookRejected(provider, reason) {
+      webhookRejections.inc({ provider, reason });
+    },
+    unknownMessage(provider) {
+      unknownMessages.inc({ provider });
+    },
+    suppressionAdded(reason) {
+      suppressions.inc({ reason });
+    },
+    suppressedSend(channel) {
+      suppressedSends.inc({ channel });
+    },
     shardExpanded(members, seconds) {
       shardMembers.inc(members);
       shardSeconds.observe(seconds);

@@ -732,6 +732,41 @@ export const ENV = {
       'Largest segment upload (PUT /api/v1/admin/segments/{id}/members, read as a stream; 413 above it); other routes keep MAX_BODY_BYTES',
     parse: bytes,
   }),
+  // ── notifier: provider webhooks (notifier/feedback) ─────────────────────────
+  NOTIFIER_SNS_CERT_HOSTS: v({
+    default: '^sns\\.[a-z0-9-]+\\.amazonaws\\.com(\\.cn)?$',
+    services: ['notifier'],
+    description:
+      'Pattern (a regular expression) of the hosts an SNS SigningCertURL or SubscribeURL may name, fetched over https only; any other is refused unfetched',
+    parse: (raw) => {
+      try {
+        return new RegExp(raw);
+      } catch {
+        throw new Error('must be a regular expression');
+      }
+    },
+  }),
+  NOTIFIER_SNS_CERT_HTTP_HOSTS: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      'host:port list also allowed for SNS certificates and SubscribeURLs over plain http: the sandbox under npm start and tests; unset in production',
+    parse: list(nonEmpty),
+  }),
+  NOTIFIER_SNS_CERT_TTL: v({
+    default: '1h',
+    services: ['notifier'],
+    description: 'How long an SNS signing certificate is kept per URL before it is fetched again (never pinned: certificates rotate)',
+    parse: duration,
+  }),
+  NOTIFIER_SES_TOPIC_ARNS: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description: 'SNS topic ARNs the SES events webhook accepts (comma-separated); unset accepts any topic whose signature verifies',
+    parse: list(nonEmpty),
+  }),
   // ── notifier: policies ────────────────────────────────────────────────────
   NOTIFIER_NOTIFICATION_TYPES: v({
     default: 'default',
@@ -979,6 +1014,14 @@ export const ENV = {
       if (!Array.isArray(parsed)) throw new Error('must be a JSON array');
       return parsed as unknown[];
     },
+  }),
+  SANDBOX_SNS_ENDPOINT: v({
+    default: undefined,
+    optional: true,
+    services: ['sandbox'],
+    description:
+      "Where the sandbox posts SES events as SNS notifications (the notifier's /api/v1/webhooks/ses, through the sidecar); unset sends none",
+    parse: url(['http', 'https']),
   }),
   SANDBOX_MAX_MESSAGES: v({
     default: '100000',

@@ -1,11 +1,13 @@
 /**
  * E-mail over SMTP with nodemailer's pooled transport (keep-alive connections, reused across
- * sends). Each message carries the delivery id twice: as its `Message-ID` (`<delivery id@sender
- * domain>`, so replies, bounces and feedback reports name the delivery) and in an `X-Delivery-Id`
- * header.
+ * sends). Each message carries the delivery id three times: as its `Message-ID` (`<delivery
+ * id@sender domain>`, so replies, bounces and feedback reports name the delivery), in `References`
+ * (the same id: a relay that replaces the Message-ID, as Amazon SES does, keeps it) and in an
+ * `X-Delivery-Id` header. All are the same on every attempt of a delivery: retries, a takeover after
+ * a crash, the secondary provider (which sends with the same SMTP_FROM).
  *
- * Answers: accepted → sent (the server's queue id from `250 … queued as <id>`, else the
- * Message-ID); SMTP 421 → retry `provider_unavailable`, 452 → `provider_quota_exceeded`, 451 →
+ * Answers: accepted → sent (the provider's message id from the reply: SES's `250 Ok <id>`, or
+ * `250 … queued as <id>`; else the Message-ID); SMTP 421 → retry `provider_unavailable`, 452 → `provider_quota_exceeded`, 451 →
  * `provider_internal`, other 4xx → `provider_error`; 5xx to RCPT TO (550/551/553…) → permanent
  * `invalid_recipient`; 530/534/535 → permanent `provider_auth_failed`; other 5xx → permanent
  * `provider_rejected`; no answer in time → retry `timeout`; no connection → retry
@@ -13,8 +15,12 @@
  *
  * SMTP has no idempotency key and no way to ask whether a message was accepted, so there is no
  * `lookup`. A send that times out may still be delivered later by the pool (nodemailer cannot
- * cancel a message it has started); the retry then sends it again with the same Message-ID, which
- * is how a recipient's mail system can tell the two apart.
+ * cancel a message it has started), and a send repeated after a crash is delivered again: the
+ * recipient then gets two copies under one Message-ID. Most clients list both (Outlook, Apple Mail,
+ * Thunderbird by default); some mailboxes drop the second (Gmail is widely reported to); clients
+ * that thread by References group them in one thread. Where the relay replaces the Message-ID
+ * (SES), only References still ties the copies together (README, "What a crash can still
+ * duplicate").
  */
 import { createTransport, type Transporter } from 'nodemailer';
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js';
@@ -78,6 +84,11 @@ export function smtpPoolOptions(opts: SmtpChannelOptions): SMTPPool.Options {
   return o;
 }
 
+/** A delivery's Message-ID, `<delivery id@domain>`: the same on every attempt. */
+export function messageIdOf(deliveryId: string, domain: string): string {
+  return `<${deliveryId}@${domain}>`;
+}
+
 /** The domain of the sender address, for Message-IDs. */
 export function senderDomain(from: string): string {
   const addr = /<([^>]+)>/.exec(from)?.[1] ?? from;
@@ -99,14 +110,27 @@ async function sendOne(
       subject: msg.subject ?? msg.title ?? '',
       text: msg.text ?? msg.body,
       ...(msg.html !== undefined ? { html: msg.html } : {}),
-      messageId: `<${ctx.deliveryId}@${domain}>`,
+      messageId: messageIdOf(ctx.deliveryId, domain),
+      references: messageIdOf(ctx.deliveryId, domain),
       headers: { 'X-Delivery-Id': ctx.deliveryId },
     });
-    const queued = /queued as\s+([^\s]+)/i.exec(info.response ?? '')?.[1];
-    return sent(queued ?? info.messageId);
+    return sent(providerMessageId(info.response) ?? info.messageId);
   } catch (err) {
     return classifySmtpError(err);
   }
+}
+
+/**
+ * The provider's id for an accepted message, from the reply to DATA: Amazon SES's SMTP interface
+ * answers `250 Ok <message id>` (the `mail.messageId` its event notifications carry, which is how
+ * notifier/feedback joins them), Postfix-style servers `250 2.0.0 Ok: queued as <id>`. Undefined
+ * when the reply names none.
+ */
+export function providerMessageId(response: string | undefined): string | undefined {
+  const r = (response ?? '').trim();
+  const queued = /queued as\s+([^\s]+)/i.exec(r)?.[1];
+  if (queued !== undefined) return queued;
+  return /^250[ -](?:\d\.\d\.\d+\s+)?Ok\s+([A-Za-z0-9][A-Za-z0-9._@-]{0,254})\s*$/i.exec(r)?.[1];
 }
 
 /** Maps a nodemailer error to a send result (see the module comment). */

@@ -32,6 +32,8 @@ export interface ChannelDeps {
   clock?: Clock;
   /** Where breaker states and provider-call metrics are published. */
   registry?: Registry;
+  /** The `StatusCallback` URL each SMS names (the public URL of notifier/feedback's Twilio webhook). */
+  smsStatusCallback?: string;
 }
 
 /** The primary channel of each kind, and the secondaries that are configured. */
@@ -69,7 +71,15 @@ export function createChannels(config: ChannelsConfig, deps: ChannelDeps): Chann
     createFcmChannel({ provider, baseUrl, projectId: fcmProject, accessToken: fcmToken, ...http }, guard);
   const sms = (provider: string, baseUrl: string) =>
     createTwilioChannel(
-      { provider, baseUrl, accountSid: config.SMS_ACCOUNT_SID, authToken: config.SMS_AUTH_TOKEN, from: config.SMS_FROM, ...http },
+      {
+        provider,
+        baseUrl,
+        accountSid: config.SMS_ACCOUNT_SID,
+        authToken: config.SMS_AUTH_TOKEN,
+        from: config.SMS_FROM,
+        ...(deps.smsStatusCallback !== undefined && { statusCallback: deps.smsStatusCallback }),
+        ...http,
+      },
       guard,
     );
   const email = (provider: string, url: string) =>

@@ -1,6 +1,7 @@
 /**
  * SMS over a Twilio-style REST API: `POST {base}/2010-04-01/Accounts/{sid}/Messages.json`,
- * form-encoded `To`, `From`, `Body`, Basic auth `sid:token`, and an `Idempotency-Key` header (the
+ * form-encoded `To`, `From`, `Body` and, when configured, `StatusCallback` (where Twilio posts the
+ * message's status changes: notifier/feedback), Basic auth `sid:token`, and an `Idempotency-Key` header (the
  * send's idempotency key) so that a retried request creates no second message. The delivery id
  * also travels in `X-Delivery-Id`.
  *
@@ -42,6 +43,8 @@ export interface TwilioChannelOptions {
   connections: number;
   /** Connect timeout, ms (default: timeoutMs). */
   connectTimeoutMs?: number;
+  /** Sent as `StatusCallback`: where the provider posts the message's status changes (notifier/feedback). */
+  statusCallback?: string;
 }
 
 /** Twilio error codes that mean "this number cannot receive": retrying will not help. */
@@ -75,7 +78,12 @@ export function createTwilioChannel(opts: TwilioChannelOptions, deps: GuardDeps)
             'idempotency-key': ctx.idempotencyKey,
             'x-delivery-id': ctx.deliveryId,
           },
-          body: new URLSearchParams({ To: msg.to, From: opts.from, Body: msg.body }).toString(),
+          body: new URLSearchParams({
+            To: msg.to,
+            From: opts.from,
+            Body: msg.body,
+            ...(opts.statusCallback !== undefined && { StatusCallback: opts.statusCallback }),
+          }).toString(),
           timeoutMs,
         });
         if (isFailure(answer)) return retry(answer.failed, { detail: answer.detail });

@@ -26,6 +26,9 @@ import { startSmtpServer } from './smtp.js';
 import { MessageStore, type MessageFilter, type SandboxMessage } from './store.js';
 import { DisplayModel, type DevicePlatform } from './display.js';
 import { twilioRoutes } from './twilio.js';
+import { SandboxFeedback } from './feedback.js';
+import { SandboxSns } from './sns.js';
+import { snsRoutes } from './sns-routes.js';
 
 export interface SandboxOptions {
   /** Default 127.0.0.1. */
@@ -48,7 +51,16 @@ export interface SandboxOptions {
   devices?: Record<string, DevicePlatform>;
   log?: Logger;
   registry?: Registry;
+  /** Where SES events are posted as SNS notifications (can be changed later: PUT /sandbox/callbacks). */
+  snsEndpoint?: string;
+  /** Sends SMS status callbacks to this origin instead of the StatusCallback's own (which is still signed). */
+  callbackOrigin?: string;
+  /** SNS SignatureVersion: `1` (SHA1, AWS's default) or `2` (SHA256); default `1`. */
+  snsSignatureVersion?: '1' | '2';
 }
+
+/** The sandbox SNS topic's ARN. */
+export const SANDBOX_TOPIC_ARN = 'arn:aws:sns:us-east-1:000000000000:sandbox-ses-events';
 
 export interface Sandbox {
   readonly port: number;
@@ -58,6 +70,8 @@ export interface Sandbox {
   /** `smtp://host:smtpPort`: SMTP_URL. */
   readonly smtpUrl: string;
   readonly core: SandboxCore;
+  /** Webhooks and status callbacks (feedback.ts), and the SNS topic that signs them. */
+  readonly feedback: SandboxFeedback;
   /** Accepted messages (the same as GET /sandbox/messages). */
   messages(filter?: MessageFilter): SandboxMessage[];
   /** Sets fault profiles (JSON form); throws `invalid_field` naming the bad field. */
@@ -85,6 +99,15 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     credentials: opts.credentials ?? {},
     registry,
   });
+  let baseUrl = '';
+  const sns = new SandboxSns({
+    topicArn: SANDBOX_TOPIC_ARN,
+    signatureVersion: opts.snsSignatureVersion ?? '1',
+    baseUrl: () => baseUrl,
+    clock: core.clock,
+  });
+  const feedback = new SandboxFeedback(core, sns, { snsEndpoint: opts.snsEndpoint, callbackOrigin: opts.callbackOrigin });
+  core.feedback = feedback;
   const smtp = await startSmtpServer({ host, port: opts.smtpPort ?? 0, hooks: emailHooks(core), log });
   let http;
   try {
@@ -101,6 +124,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
         fcmRoutes(app, edge, core);
         googleOAuthRoutes(app, edge, core);
         twilioRoutes(app, edge, core);
+        snsRoutes(app, edge, feedback);
       },
     });
   } catch (err) {
@@ -108,6 +132,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     throw err;
   }
   const shown = host === '0.0.0.0' ? '127.0.0.1' : host;
+  baseUrl = `http://${shown}:${http.port}`;
+  sns.rotate();
   log.info({ port: http.port, smtpPort: smtp.port }, 'sandbox providers listening');
   return {
     port: http.port,
@@ -115,12 +141,14 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<Sandbox> 
     url: `http://${shown}:${http.port}`,
     smtpUrl: `smtp://${shown}:${smtp.port}`,
     core,
+    feedback,
     messages: (filter) => core.store.list(filter),
     setFaults: (...profiles) => {
       for (const p of profiles.map(parseFaultProfile)) faults.set(p);
     },
     clearFaults: () => faults.clear(),
     async close(graceMs = 5_000) {
+      feedback.close();
       core.releaseWaits();
       await Promise.all([http.close(graceMs), smtp.close()]);
     },
@@ -158,6 +186,7 @@ export async function startSandboxService(config: ConfigOf<typeof sandboxConfig>
     },
     log,
     registry: createRegistry('sandbox'),
+    ...(config.SANDBOX_SNS_ENDPOINT !== undefined && { snsEndpoint: config.SANDBOX_SNS_ENDPOINT }),
   });
   return {
     port: sandbox.port,

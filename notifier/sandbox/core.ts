@@ -13,6 +13,7 @@ import { decideFault, type FaultError, type FaultOutcome, type FaultTable, type 
 import type { MessageStore } from './store.js';
 import type { DisplayModel } from './display.js';
 import { MintedTokens, type SandboxServiceAccount } from './google-oauth.js';
+import type { SandboxFeedback } from './feedback.js';
 
 /** Credentials the sandbox requires; an unset one accepts anything. */
 export interface SandboxCredentials {
@@ -36,6 +37,8 @@ export class SandboxCore {
   readonly log: Logger;
   readonly credentials: SandboxCredentials;
   readonly mintedTokens = new MintedTokens();
+  /** Reports accepted messages back (webhooks and status callbacks); set once the server listens. */
+  feedback: SandboxFeedback | undefined;
   readonly #requests: Counter<'channel' | 'provider' | 'outcome'>;
   readonly #waits = new Set<() => void>();
   #closing = false;

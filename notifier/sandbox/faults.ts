@@ -52,6 +52,46 @@ export interface FaultProfile {
   unregisteredTokens: ReadonlySet<string>;
   /** Addresses answered `INVALID_ARGUMENT` (invalid number, unknown mailbox, invalid token). */
   invalidRecipients: ReadonlySet<string>;
+  /**
+   * What the provider reports back later about an accepted message (the webhooks, feedback.ts):
+   * e-mail `delivered`, `bounce_permanent`, `bounce_transient`, `complaint` (a Delivery, then the
+   * Complaint); SMS `delivered`, `undelivered`, `failed`. Default `delivered`.
+   */
+  outcome: FeedbackOutcome | undefined;
+  /** The error code reported with a failure (SMS ErrorCode; the SMTP status of a bounce). */
+  outcomeErrorCode: string | undefined;
+  /** Before each webhook or callback of a message, ms. */
+  callbackDelayMs: number;
+  /** Share of webhooks and callbacks sent twice (the same event: a replay). */
+  callbackDuplicateRate: number;
+  /** Send a message's events last first (e.g. `delivered` before `sent`, a Complaint before its Delivery). */
+  callbackReorder: boolean;
+}
+
+/** What a provider reports about a message after accepting it. */
+export type FeedbackOutcome = 'delivered' | 'bounce_permanent' | 'bounce_transient' | 'complaint' | 'undelivered' | 'failed';
+export const EMAIL_OUTCOMES: readonly FeedbackOutcome[] = ['delivered', 'bounce_permanent', 'bounce_transient', 'complaint'];
+export const SMS_OUTCOMES: readonly FeedbackOutcome[] = ['delivered', 'undelivered', 'failed'];
+
+/**
+ * Amazon SES's mailbox simulator, by local part at `simulator.amazonses.com`: `success`,
+ * `bounce` (a permanent bounce), `complaint`, `suppressionlist` (a permanent bounce).
+ */
+const SES_SIMULATOR: Record<string, FeedbackOutcome> = {
+  success: 'delivered',
+  bounce: 'bounce_permanent',
+  complaint: 'complaint',
+  suppressionlist: 'bounce_permanent',
+};
+
+/** What will be reported about an accepted message to `to`: the address's own (SES simulator), else the profile's, else `delivered`. */
+export function decideOutcome(profile: FaultProfile | undefined, channel: SandboxChannel, to: string): FeedbackOutcome {
+  if (channel === 'email') {
+    const m = /^([^@+]+)(?:\+[^@]*)?@simulator\.amazonses\.com$/i.exec(to);
+    const simulated = m ? SES_SIMULATOR[m[1]!.toLowerCase()] : undefined;
+    if (simulated) return simulated;
+  }
+  return profile?.outcome ?? 'delivered';
 }
 
 /** What to do with one request. */
@@ -145,6 +185,11 @@ const KNOWN = new Set([
   'hold_ms',
   'unregistered_tokens',
   'invalid_recipients',
+  'outcome',
+  'outcome_error_code',
+  'callback_delay_ms',
+  'callback_duplicate_rate',
+  'callback_reorder',
 ]);
 
 function rate(body: Record<string, unknown>, k: string): number {
@@ -197,7 +242,32 @@ export function parseFaultProfile(input: unknown): FaultProfile {
     holdMs: ms(body, 'hold_ms', 600_000) ?? DEFAULT_HOLD_MS,
     unregisteredTokens: strings(body, 'unregistered_tokens'),
     invalidRecipients: strings(body, 'invalid_recipients'),
+    outcome: undefined,
+    outcomeErrorCode: undefined,
+    callbackDelayMs: ms(body, 'callback_delay_ms', 600_000) ?? 0,
+    callbackDuplicateRate: rate(body, 'callback_duplicate_rate'),
+    callbackReorder: false,
   };
+  if (body.outcome !== undefined) {
+    const allowed = channel === 'email' ? EMAIL_OUTCOMES : channel === 'sms' ? SMS_OUTCOMES : [];
+    if (typeof body.outcome !== 'string' || !(allowed as readonly string[]).includes(body.outcome)) {
+      throw invalidField(
+        'outcome',
+        allowed.length ? `must be one of ${allowed.join(', ')} for ${channel}` : `is not reported for ${channel}`,
+      );
+    }
+    profile.outcome = body.outcome as FeedbackOutcome;
+  }
+  if (body.outcome_error_code !== undefined) {
+    if (typeof body.outcome_error_code !== 'string' || !/^[0-9.]{1,16}$/.test(body.outcome_error_code)) {
+      throw invalidField('outcome_error_code', 'must be digits and dots, at most 16');
+    }
+    profile.outcomeErrorCode = body.outcome_error_code;
+  }
+  if (body.callback_reorder !== undefined) {
+    if (typeof body.callback_reorder !== 'boolean') throw invalidField('callback_reorder', 'must be true or false');
+    profile.callbackReorder = body.callback_reorder;
+  }
   if (profile.errorRate + profile.timeoutRate + profile.lostResponseRate > 1) {
     throw invalidField('error_rate', 'error_rate + timeout_rate + lost_response_rate must not exceed 1');
   }
@@ -217,8 +287,13 @@ export function faultProfileJson(p: FaultProfile): Record<string, unknown> {
     hold_ms: p.holdMs,
     unregistered_tokens: [...p.unregisteredTokens],
     invalid_recipients: [...p.invalidRecipients],
+    callback_delay_ms: p.callbackDelayMs,
+    callback_duplicate_rate: p.callbackDuplicateRate,
+    callback_reorder: p.callbackReorder,
   };
   if (p.retryAfterS !== undefined) out.retry_after_s = p.retryAfterS;
+  if (p.outcome !== undefined) out.outcome = p.outcome;
+  if (p.outcomeErrorCode !== undefined) out.outcome_error_code = p.outcomeErrorCode;
   return out;
 }
 

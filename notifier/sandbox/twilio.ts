@@ -1,7 +1,8 @@
 /**
  * The sandbox's Twilio-style SMS API, under `/2010-04-01/Accounts/{sid}` (and the same under
  * `/providers/{name}/…` for a second SMS provider):
- * - `POST /Messages.json`: form `To`, `From`, `Body`; Basic auth `sid:token`; an `Idempotency-Key`
+ * - `POST /Messages.json`: form `To`, `From`, `Body`, optional `StatusCallback` (where the message's
+ *   status callbacks go, signed: feedback.ts); Basic auth `sid:token`; an `Idempotency-Key`
  *   header makes a repeat return the first message (200) instead of sending again; the
  *   `X-Delivery-Id` header is recorded. 201 with the message resource.
  * - `GET /Messages.json?To=&IdempotencyKey=`: the account's messages, newest first (`IdempotencyKey`
@@ -49,6 +50,14 @@ export function twilioRoutes(app: TemplatedApp, edge: EdgeOptions, core: Sandbox
       edge,
     );
   }
+}
+
+/** The password of the request's Basic credentials (the account's auth token). */
+function basicPassword(ctx: RequestContext): string {
+  const b64 = /^Basic\s+(\S+)$/i.exec(ctx.headers['authorization'] ?? '')?.[1];
+  const decoded = b64 ? Buffer.from(b64, 'base64').toString('utf8') : '';
+  const i = decoded.indexOf(':');
+  return i < 0 ? '' : decoded.slice(i + 1);
 }
 
 /** `undefined` when the Basic credentials fit the account in the path (and the configured ones). */
@@ -113,6 +122,7 @@ async function create(core: SandboxCore, ctx: RequestContext, provider: string, 
     core.count('sms', provider, 'rejected');
     return missing;
   }
+  const statusCallback = form.get('StatusCallback') || undefined;
   const key = ctx.headers['idempotency-key'] || undefined;
   const deliveryId = ctx.headers['x-delivery-id'] || undefined;
   core.store.request('sms', provider, deliveryId, to);
@@ -142,6 +152,7 @@ async function create(core: SandboxCore, ctx: RequestContext, provider: string, 
       };
       core.store.accept(m);
       core.log.debug({ channel: 'sms', provider, delivery_id: deliveryId }, 'sandbox accepted an SMS');
+      core.feedback?.smsAccepted(m, sid, statusCallback, core.credentials.smsAuthToken ?? basicPassword(ctx));
       return { status: 201, body: resource(m, sid, provider) };
     },
     fail: (error, retryAfterS) => {

@@ -30,9 +30,23 @@
  * fan-out's, shown as the notification's status while an operator has not decided (after
  * `queued`: nothing is on its way yet).
  *
- * Room left, by design, for provider feedback: `bounced`, `complained` (final, beside `failed`:
- * after `sent`, the mailbox refused or the user complained) and `undelivered` (the SMS carrier
- * gave up, beside `failed`).
+ * Provider feedback (notifier/feedback), final, beside `failed`: `bounced` (the receiving mail
+ * system refused it for good: an SES Bounce of type Permanent), `complained` (the recipient marked
+ * it as spam: an SES Complaint) and `undelivered` (the SMS carrier gave up: Twilio `undelivered`);
+ * Twilio `failed` moves a `sent` SMS to `failed`. Which state a feedback event may leave
+ * ({@link FEEDBACK_FROM}):
+ * - `delivered` leaves `sent` only (a Delivery after a Bounce changes nothing);
+ * - `bounced` leaves `sent` and `delivered`: a mail system can accept a message (SES Delivery) and
+ *   bounce it later, and then the recipient never saw it, so the later, more specific word wins;
+ *   never `opened` (someone fetched it);
+ * - `complained` leaves `sent`, `delivered` and `opened` (a complaint follows reading);
+ * - `undelivered` and `failed` leave `sent` only: a carrier's final statuses exclude each other,
+ *   so whichever arrives first stands and a contradicting one is recorded, not applied.
+ * Every event is recorded (provider_events) and counted whether or not it moved the delivery, so
+ * duplicates and reordering are harmless: states only move forward.
+ *
+ * `suppressed` (final, beside `opted_out`): an e-mail not sent because its address is on the
+ * suppression list (a permanent bounce or a complaint earlier); the reason is in its detail.
  */
 
 export type DeliveryStatus =
@@ -47,7 +61,11 @@ export type DeliveryStatus =
   | 'opted_out'
   | 'capped'
   | 'digested'
-  | 'cancelled';
+  | 'cancelled'
+  | 'bounced'
+  | 'complained'
+  | 'undelivered'
+  | 'suppressed';
 
 export type HoldState = 'quiet_hours' | 'digest';
 
@@ -76,6 +94,10 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
   'capped',
   'digested',
   'cancelled',
+  'bounced',
+  'complained',
+  'undelivered',
+  'suppressed',
 ];
 
 const RANK: Readonly<Partial<Record<DeliveryStatus, number>>> = {
@@ -103,6 +125,10 @@ export const PRECEDENCE: readonly VisibleStatus[] = [
   'digest',
   'dead_lettered',
   'failed',
+  'undelivered',
+  'bounced',
+  'complained',
+  'suppressed',
   'capped',
   'cancelled',
   'opted_out',
@@ -110,6 +136,23 @@ export const PRECEDENCE: readonly VisibleStatus[] = [
 
 export function isFailure(s: DeliveryStatus): s is 'failed' | 'dead_lettered' {
   return s === 'failed' || s === 'dead_lettered';
+}
+
+/** The states provider feedback moves a delivery into. */
+export type FeedbackState = 'delivered' | 'bounced' | 'complained' | 'undelivered' | 'failed';
+
+/** The states each feedback state may leave (see the module comment). */
+export const FEEDBACK_FROM: Readonly<Record<FeedbackState, readonly DeliveryStatus[]>> = {
+  delivered: ['sent'],
+  bounced: ['sent', 'delivered'],
+  complained: ['sent', 'delivered', 'opened'],
+  undelivered: ['sent'],
+  failed: ['sent'],
+};
+
+/** May feedback move a delivery in `from` to `to`? Pure; the feedback writer applies it in order of arrival. */
+export function canApplyFeedback(from: DeliveryStatus, to: FeedbackState): boolean {
+  return FEEDBACK_FROM[to].includes(from);
 }
 
 /** A delivery's state as shown: `sending` as `queued`, a held one by its hold (`digested` is resolved by the caller). */

@@ -108,6 +108,18 @@ export async function notificationStatus(
   };
 }
 
+/** End states whose last error says why (a provider's feedback and its error code among them). */
+const ENDED_WITH_REASON: ReadonlySet<DeliveryStatus> = new Set<DeliveryStatus>([
+  'failed',
+  'dead_lettered',
+  'opted_out',
+  'capped',
+  'bounced',
+  'complained',
+  'undelivered',
+  'suppressed',
+]);
+
 /** One delivery as shown: its state, with why and until when. */
 function shown(
   d: DeliveryRow,
@@ -132,7 +144,7 @@ function shown(
   const state = visible(d.status, d.hold_reason);
   const held = d.status === 'queued' && d.hold_reason !== null;
   // The last error explains an end state, not a success after retries.
-  const ended = d.status === 'failed' || d.status === 'dead_lettered' || d.status === 'opted_out' || d.status === 'capped';
+  const ended = ENDED_WITH_REASON.has(d.status);
   const waiting = d.status === 'queued' && !held && deferred(d.priority);
   const reason = held ? d.hold_reason! : ended ? (d.last_error ?? undefined) : waiting ? deferredReason(d.priority) : undefined;
   return {

@@ -55,6 +55,7 @@ import {
   type ClaimedDelivery,
 } from './delivery-sql.js';
 import { SentBatch } from './sent-batch.js';
+import { suppressedReason } from '../feedback/suppressions.js';
 import { claimAndCheck, typeOfDelivery, type ClaimOptions } from './claim.js';
 import { failoverTarget } from '../policy/failover.js';
 import { combineTokenResults, nextStep, retryDelay, type AttemptOutcome, type DeadLetterReason, type TokenResult } from './retry-policy.js';
@@ -79,6 +80,18 @@ export interface Directory {
   listDeviceTokens(userIds: readonly string[]): Promise<Map<string, string[]>>;
   removeDeviceToken(userId: string, token: string): Promise<void>;
   renderTemplate(req: RenderRequest): Promise<Rendered>;
+  /**
+   * The suppressed ones among these e-mail addresses (notifier/feedback/suppressions.ts), keys
+   * lower-cased: read once per claimed batch. Absent: nothing is suppressed.
+   */
+  suppressions?(addresses: readonly string[]): Promise<Map<string, Suppression>>;
+}
+
+/** Why an address is on the suppression list. */
+export interface Suppression {
+  reason: 'bounce' | 'complaint';
+  /** Epoch seconds. */
+  created_at: number;
 }
 
 export interface DeliveryWorkerOptions {
@@ -128,6 +141,8 @@ export interface ClaimedBatch {
 interface Recipients {
   profiles: Map<string, Profile>;
   tokens: Map<string, string[]>;
+  /** The batch's suppressed e-mail addresses (lower-cased). */
+  suppressed: Map<string, Suppression>;
 }
 
 /**
@@ -218,7 +233,11 @@ export class DeliveryWorker {
       o.directory.getProfiles(users),
       pushUsers.length > 0 ? o.directory.listDeviceTokens(pushUsers) : new Map<string, string[]>(),
     ]);
-    return { profiles, tokens };
+    // The batch's e-mail addresses against the suppression list: one query per batch, not per send.
+    const emails = ds.filter((d) => d.channel === 'email').flatMap((d) => profiles.get(d.recipient_id)?.email ?? []);
+    const suppressed =
+      emails.length > 0 && o.directory.suppressions ? await o.directory.suppressions(emails) : new Map<string, Suppression>();
+    return { profiles, tokens, suppressed };
   }
 
   /**
@@ -292,8 +311,11 @@ export class DeliveryWorker {
       if (found.state === 'unknown') return this.#lookupLater(d, found.reason);
     }
 
-    const { profiles, tokens: allTokens } = known ?? (await this.#recipients([d]));
+    const { profiles, tokens: allTokens, suppressed } = known ?? (await this.#recipients([d]));
     const profile = profiles.get(d.recipient_id);
+    // An address a permanent bounce or a complaint put on the suppression list gets no more e-mail.
+    const suppression = d.channel === 'email' && profile?.email ? suppressed.get(profile.email.toLowerCase()) : undefined;
+    if (suppression) return this.#suppressed(d, suppression);
     let rendered: Rendered;
     try {
       rendered = await o.directory.renderTemplate({
@@ -459,6 +481,21 @@ export class DeliveryWorker {
       case 'dead_letter':
         return this.#deadLetter(d, step.reason, detail);
     }
+  }
+
+  /** The address is on the suppression list: the delivery ends `suppressed`, with the reason. */
+  #suppressed(d: ClaimedDelivery, s: Suppression): Finish {
+    const o = this.#o;
+    return writes(async (client) => {
+      const r = await client.query(
+        `UPDATE deliveries SET status = 'suppressed', attempts = greatest(attempts - 1, 0), last_error = $2,
+                sending_since = NULL, next_attempt_at = NULL, updated_at = now()
+          WHERE id = $1 AND status = 'sending'`,
+        [d.id, suppressedReason(s)],
+      );
+      if ((r.rowCount ?? 0) > 0) o.metrics.suppressedSend(d.channel);
+      return [];
+    });
   }
 
   /** Leaves the delivery `sending` with its lease already spent and comes back on the retry schedule to ask again. */
