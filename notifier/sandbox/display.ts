@@ -17,7 +17,10 @@
  * - e-mail: every copy is listed. Mail clients differ: Outlook, Apple Mail and Thunderbird (by
  *   default) list two messages with one Message-ID as two; Gmail is widely reported to drop the
  *   second. The model takes the conservative side (each copy visible) and also reports how many
- *   distinct Message-IDs a mailbox holds, the count a de-duplicating mailbox would show.
+ *   distinct Message-IDs a mailbox holds (what a de-duplicating mailbox would list) and how many
+ *   threads (copies naming the same first `References` id, else the same Message-ID, are one
+ *   thread in a client that threads by References; a relay such as SES replaces the Message-ID but
+ *   keeps References).
  * - SMS: every message received is shown; SMS carries no identifier a phone could collapse on.
  */
 import type { SandboxMessage } from './store.js';
@@ -39,6 +42,8 @@ export interface Shown {
   delivery_id?: string;
   /** The identifier a later copy would replace it by (push), or the Message-ID (e-mail). */
   key?: string;
+  /** E-mail: the thread it joins (its first References id, else its Message-ID). */
+  thread?: string;
   /** Later copies that replaced this one in place (push). */
   replaced: number;
   /** Epoch seconds the latest copy arrived. */
@@ -52,6 +57,8 @@ export interface DisplayView {
   shown: Shown[];
   /** E-mail: Message-IDs held (what a mailbox that de-duplicates on Message-ID would list). */
   distinct_message_ids?: number;
+  /** E-mail: threads (what a client threading by References shows as conversations). */
+  threads?: number;
 }
 
 /** Counts per channel: what reached the recipient and how much of it was a visible duplicate. */
@@ -106,8 +113,10 @@ export class DisplayModel {
           return;
         }
       }
-    } else if (m.channel === 'email' && m.message_id !== undefined) {
-      entry.key = m.message_id;
+    } else if (m.channel === 'email') {
+      if (m.message_id !== undefined) entry.key = m.message_id;
+      const thread = m.references?.[0] ?? m.message_id;
+      if (thread !== undefined) entry.thread = thread;
     }
     box.shown.push(entry);
     if (++this.#entries > this.#max) this.#forgetOldest();
@@ -118,7 +127,10 @@ export class DisplayModel {
     const shown = box ? box.shown.map((s) => ({ ...s })) : [];
     const v: DisplayView = { channel, address, shown };
     if (channel === 'push') v.platform = this.platformOf(address);
-    if (channel === 'email') v.distinct_message_ids = new Set(shown.map((s) => s.key ?? s.message_id)).size;
+    if (channel === 'email') {
+      v.distinct_message_ids = new Set(shown.map((s) => s.key ?? s.message_id)).size;
+      v.threads = new Set(shown.map((s) => s.thread ?? s.message_id)).size;
+    }
     return v;
   }
 

@@ -1,5 +1,5 @@
 /**
- * What an e-mail said, read with mailparser: the delivery id, Message-ID, subject, and the text
+ * What an e-mail said, read with mailparser: the delivery id, Message-ID, References, subject, and the text
  * and HTML bodies (decoded from any transfer encoding and charset, nested multiparts walked,
  * attachments left out).
  *
@@ -15,6 +15,8 @@ export interface MailContent {
   deliveryId?: string;
   /** `Message-ID`, angle brackets included. */
   messageId?: string;
+  /** `References`: the message ids it names, angle brackets included, in order. */
+  references?: string[];
   subject?: string;
   text?: string;
   html?: string;
@@ -28,6 +30,7 @@ export async function readMail(raw: Buffer): Promise<MailContent> {
   const deliveryId = header(mail, 'x-delivery-id');
   if (deliveryId !== undefined) out.deliveryId = deliveryId;
   if (mail.messageId !== undefined) out.messageId = mail.messageId;
+  if (mail.references !== undefined) out.references = typeof mail.references === 'string' ? [mail.references] : mail.references;
   if (mail.subject !== undefined) out.subject = mail.subject;
   const lineEncoded =
     !isMultipart(mail) && !['base64', 'quoted-printable'].includes(header(mail, 'content-transfer-encoding')?.toLowerCase() ?? '');

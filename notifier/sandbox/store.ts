@@ -25,6 +25,8 @@ export interface SandboxMessage {
   text?: string;
   html?: string;
   message_id?: string;
+  /** E-mail: the References header's message ids. */
+  references?: string[];
   data?: Record<string, string>;
   /** Push: the identifiers by which a device replaces a shown notification (display.ts). */
   replace_ids?: PushReplaceIds;

@@ -76,6 +76,17 @@ t.test('the model: a mailbox lists every copy, under one Message-ID; a phone sho
   const box = d.view('email', 'ada@example.test');
   t.equal(box.shown.length, 2, 'two entries: clients that do not de-duplicate show both');
   t.equal(box.distinct_message_ids, 1, 'one Message-ID: a mailbox that de-duplicates on it shows one');
+  t.equal(box.threads, 1);
+  // A relay that replaces the Message-ID (SES) keeps References: still one thread, two Message-IDs.
+  const relayed = (id: string): SandboxMessage => ({
+    ...mail(id),
+    to: 'bob@example.test',
+    message_id: `<${id}@email.amazonses.com>`,
+    references: ['<d1@example.test>'],
+  });
+  d.accept(relayed('r1'));
+  d.accept(relayed('r2'));
+  t.match(d.view('email', 'bob@example.test'), { distinct_message_ids: 2, threads: 1 });
   const sms = (id: string): SandboxMessage => ({
     id,
     channel: 'sms',
@@ -87,7 +98,7 @@ t.test('the model: a mailbox lists every copy, under one Message-ID; a phone sho
   d.accept(sms('SM1'));
   d.accept(sms('SM2'));
   const s = d.summary();
-  t.match(s.email, { arrived: 2, shown: 2, visible_duplicates: 1 });
+  t.match(s.email, { arrived: 4, shown: 4, visible_duplicates: 2 });
   t.match(s.sms, { arrived: 2, shown: 2, visible_duplicates: 1 });
   d.clear();
   t.same(d.summary().email, { recipients: 0, arrived: 0, shown: 0, replaced: 0, visible_duplicates: 0 });
@@ -171,20 +182,26 @@ t.test('replace identifiers fit APNs: a delivery id over 64 bytes becomes a stab
   t.same(replaceIds(long), ids, 'the same on every attempt');
 });
 
-t.test('through the SMTP channel: a repeated e-mail keeps its Message-ID and is a second entry in the mailbox', async (t) => {
-  const s = await useSandbox(t);
-  const c = createSmtpChannel({ url: s.smtpUrl, from: 'N <n@mail.example.test>', poolSize: 1, timeoutMs: 2_000 }, guardDeps());
-  t.teardown(() => c.close());
-  for (let i = 0; i < 2; i++) t.ok((await c.send(message('ada@example.test', { subject: 'S' }), ctx(2_000, 'd-mail'))).ok);
-  const box = (await (await fetch(`${s.url}/sandbox/display/email/${encodeURIComponent('ada@example.test')}`)).json()) as {
-    shown: { key: string }[];
-    distinct_message_ids: number;
-  };
-  t.equal(box.shown.length, 2);
-  t.same(
-    box.shown.map((e) => e.key),
-    ['<d-mail@mail.example.test>', '<d-mail@mail.example.test>'],
-  );
-  t.equal(box.distinct_message_ids, 1);
-  t.match((await display(s)).email, { visible_duplicates: 1, provider_duplicates: 1 });
-});
+t.test(
+  'through the SMTP channel: a repeated e-mail keeps its Message-ID and References and is a second entry in the mailbox',
+  async (t) => {
+    const s = await useSandbox(t);
+    const c = createSmtpChannel({ url: s.smtpUrl, from: 'N <n@mail.example.test>', poolSize: 1, timeoutMs: 2_000 }, guardDeps());
+    t.teardown(() => c.close());
+    for (let i = 0; i < 2; i++) t.ok((await c.send(message('ada@example.test', { subject: 'S' }), ctx(2_000, 'd-mail'))).ok);
+    const box = (await (await fetch(`${s.url}/sandbox/display/email/${encodeURIComponent('ada@example.test')}`)).json()) as {
+      shown: { key: string; thread: string }[];
+      distinct_message_ids: number;
+      threads: number;
+    };
+    t.equal(box.shown.length, 2);
+    t.same(
+      box.shown.map((e) => e.key),
+      ['<d-mail@mail.example.test>', '<d-mail@mail.example.test>'],
+    );
+    t.equal(box.distinct_message_ids, 1);
+    t.equal(box.threads, 1);
+    t.equal(box.shown[0]!.thread, '<d-mail@mail.example.test>', 'References names the same id');
+    t.match((await display(s)).email, { visible_duplicates: 1, provider_duplicates: 1 });
+  },
+);
