@@ -6,8 +6,8 @@
  * `X-Delivery-Id` header. All are the same on every attempt of a delivery: retries, a takeover after
  * a crash, the secondary provider (which sends with the same SMTP_FROM).
  *
- * Answers: accepted → sent (the server's queue id from `250 … queued as <id>`, else the
- * Message-ID); SMTP 421 → retry `provider_unavailable`, 452 → `provider_quota_exceeded`, 451 →
+ * Answers: accepted → sent (the provider's message id from the reply: SES's `250 Ok <id>`, or
+ * `250 … queued as <id>`; else the Message-ID); SMTP 421 → retry `provider_unavailable`, 452 → `provider_quota_exceeded`, 451 →
  * `provider_internal`, other 4xx → `provider_error`; 5xx to RCPT TO (550/551/553…) → permanent
  * `invalid_recipient`; 530/534/535 → permanent `provider_auth_failed`; other 5xx → permanent
  * `provider_rejected`; no answer in time → retry `timeout`; no connection → retry
@@ -114,11 +114,23 @@ async function sendOne(
       references: messageIdOf(ctx.deliveryId, domain),
       headers: { 'X-Delivery-Id': ctx.deliveryId },
     });
-    const queued = /queued as\s+([^\s]+)/i.exec(info.response ?? '')?.[1];
-    return sent(queued ?? info.messageId);
+    return sent(providerMessageId(info.response) ?? info.messageId);
   } catch (err) {
     return classifySmtpError(err);
   }
+}
+
+/**
+ * The provider's id for an accepted message, from the reply to DATA: Amazon SES's SMTP interface
+ * answers `250 Ok <message id>` (the `mail.messageId` its event notifications carry, which is how
+ * notifier/feedback joins them), Postfix-style servers `250 2.0.0 Ok: queued as <id>`. Undefined
+ * when the reply names none.
+ */
+export function providerMessageId(response: string | undefined): string | undefined {
+  const r = (response ?? '').trim();
+  const queued = /queued as\s+([^\s]+)/i.exec(r)?.[1];
+  if (queued !== undefined) return queued;
+  return /^250[ -](?:\d\.\d\.\d+\s+)?Ok\s+([A-Za-z0-9][A-Za-z0-9._@-]{0,254})\s*$/i.exec(r)?.[1];
 }
 
 /** Maps a nodemailer error to a send result (see the module comment). */

@@ -3,7 +3,8 @@
  * error (`fault-unavailable@…`, see faults.ts) or that a profile lists as invalid is refused at
  * RCPT TO; every other fault (configured rates, latency, `fault-timeout`, `fault-lost`) plays out
  * when the message has been received, before the answer to DATA. Accepted messages are recorded
- * with their Message-ID, X-Delivery-Id, subject, text and HTML.
+ * with their Message-ID, X-Delivery-Id, subject, text and HTML, and answered as Amazon SES's SMTP
+ * interface answers, `250 Ok <message id>`; the SES events about them follow (feedback.ts).
  */
 import type { SandboxCore } from './core.js';
 import type { FaultError } from './faults.js';
@@ -22,6 +23,12 @@ export const SMTP_FAILURES: Record<FaultError, SmtpReply> = {
 
 const PROVIDER = 'primary';
 
+/** An id shaped like SES's (`0100018c…-<uuid>-000000`): random, so it never repeats across restarts. */
+function sesMessageId(core: SandboxCore): string {
+  const hex = core.newId();
+  return `0100${hex.slice(0, 12)}-${hex.slice(12, 20)}-${hex.slice(20, 24)}-${hex.slice(24, 28)}-${hex.slice(28, 32)}-${core.newId().slice(0, 12)}-000000`;
+}
+
 export function emailHooks(core: SandboxCore): SmtpHooks {
   return {
     recipient(address) {
@@ -39,7 +46,7 @@ export function emailHooks(core: SandboxCore): SmtpHooks {
       for (const rcpt of envelope.to) core.store.request('email', PROVIDER, deliveryId, rcpt);
       return core.applyFault('email', PROVIDER, core.decide('email', PROVIDER, to), {
         accept: () => {
-          const id = core.newId();
+          const id = sesMessageId(core);
           for (const rcpt of envelope.to) {
             core.store.accept({
               id: envelope.to.length === 1 ? id : `${id}.${rcpt}`,
@@ -57,7 +64,12 @@ export function emailHooks(core: SandboxCore): SmtpHooks {
             });
           }
           core.log.debug({ channel: 'email', provider: PROVIDER, delivery_id: deliveryId }, 'sandbox accepted an e-mail');
-          return { code: 250, text: `2.0.0 Ok: queued as ${id}` };
+          if (envelope.to.length === 1) {
+            const m = core.store.byId(id);
+            if (m) core.feedback?.emailAccepted(m);
+          }
+          // Amazon SES's SMTP interface: `250 Ok <message id>`, the id its events name as mail.messageId.
+          return { code: 250, text: `Ok ${id}` };
         },
         fail: (error) => SMTP_FAILURES[error],
         timedOut: () => ({ code: 451, text: '4.4.2 Timeout', close: true }),
