@@ -621,3 +621,74 @@ t.test('a replica that hears a stop while it is still starting acknowledges it o
   t.equal(again.body.replicas.length, 2, 'B is live now');
   t.match(again.body, { already_stopped: true, acknowledged: true }, 'and has acknowledged the stop it heard while starting');
 });
+
+t.test('a planning run that overlaps the stop leaves the sweep to the stop: no delivery of the campaign stays queued', async (t) => {
+  const channels = scriptedChannels();
+  const core = await startCampaignCore(t, 'kill_overlap', {
+    channels,
+    env: {
+      ...KILL_ENV,
+      NOTIFIER_CAMPAIGN_QUEUE_DEPTH: '20',
+      NOTIFIER_CONCURRENCY: 'transactional=4,high=4,normal=4,low=4',
+      // One campaign job at a time: the stop's own job runs after the overlapping one has finished.
+      NOTIFIER_CAMPAIGN_CONCURRENCY: '1',
+    },
+  });
+  const pool = core.db.pool;
+  const ids = memberIds(300);
+  await uploadList(core, 'overlap', ids);
+  await givePushTokens(core, ids);
+  let answered = false;
+  let target = '';
+  const held = holdPush(channels, (n) => answered && n === target);
+  t.teardown(() => held.release());
+  const r = await core.notify(campaignRequest('overlap', 'overlap-1'));
+  const id = (target = r.body.notification_id as string);
+  await waitFor(async () => (await core.status(id)).campaign?.state === 'expanded' && held.callsFor(id).length === 4, {
+    timeoutMs: 20_000,
+    what: 'the fan-out to be expanded, with sends held',
+  });
+  const unwoken = await pool.query(`SELECT 1 FROM deliveries WHERE notification_id = $1 AND status = 'queued' AND wake_job_id IS NULL`, [
+    id,
+  ]);
+  t.ok(unwoken.rowCount! > 200, "most deliveries not even woken yet (only the stop's sweep cancels those)");
+
+  // The stop is held after it has taken the campaign row (the test holds the fan-out's row), and a
+  // planning run of the fan-out (as the reconciler sends during an expansion) starts meanwhile:
+  // it reads the fan-out before the stop commits and goes on after.
+  const lockWaiters = async (): Promise<number> =>
+    (
+      await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      )
+    ).rows[0]!.n;
+  const holder = await pool.connect();
+  let holding = true;
+  const letGo = async (): Promise<void> => {
+    if (!holding) return;
+    holding = false;
+    await holder.query('ROLLBACK').catch(() => {});
+    holder.release();
+  };
+  t.teardown(letGo);
+  await holder.query('BEGIN');
+  await holder.query('SELECT 1 FROM campaign_fanouts WHERE notification_id = $1 FOR UPDATE', [id]);
+  const stopping = stop(core, 'overlap-1');
+  await waitFor(async () => (await lockWaiters()) === 1, { what: 'the stop to wait for the fan-out row' });
+  t.ok(await core.notifier.boss.send('notify-campaign-low', { notification_id: id, step: 'plan' }), 'a planning job is queued');
+  await waitFor(async () => (await lockWaiters()) === 2, { what: 'the planning run to wait behind the stop' });
+  await letGo();
+  const s = await stopping;
+  answered = true;
+  t.equal(s.status, 200);
+  held.release();
+
+  await waitFor(async () => (await unfinished(pool, id)) === 0, {
+    timeoutMs: 20_000,
+    what: 'no delivery of the stopped campaign left queued',
+  });
+  t.same(held.late, []);
+  const final = await byStatus(pool, id);
+  t.same(final, { sent: 4, cancelled: 296 });
+  t.match((await core.status(id)).campaign, { state: 'cancelled', queued: 0, cancelled: 296, sent: 4 });
+});
