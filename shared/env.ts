@@ -772,7 +772,7 @@ export const ENV = {
     default: 'default',
     services: ['notifier'],
     description:
-      'The notification types, as JSON (inline, or the path of a file): per type its `events` patterns, default `channels`, `mandatory`, `sms`, `caps` and `digest` (README, "Notification types, preferences and policies"); `default` is the built-in catalogue shown there',
+      'The notification types, as JSON (inline, or the path of a file): per type its `events` patterns, default `channels`, `mandatory`, `sms`, `caps`, `digest` and `failover` (per failing channel, the channels a `high` or `transactional` delivery may fail over to, or `false`; default push → sms, then in_app; e-mail and sms → in_app) (README, "Notification types, preferences and policies" and "Failover"); `default` is the built-in catalogue shown there',
     parse: (raw) => parseTypeCatalog(raw.trim() === 'default' ? DEFAULT_NOTIFICATION_TYPES : raw),
   }),
   NOTIFIER_QUIET_HOURS_TIERS: v({
