@@ -118,6 +118,19 @@ async function main(): Promise<void> {
         ...(name === 'identity' && process.env['IDENTITY_NOTIFY_URL'] === undefined
           ? { IDENTITY_NOTIFY_URL: `http://${host}:${config.LIMITER_PORT}` }
           : {}),
+        // Provider feedback (notifier/feedback): the sandbox posts its SES events and Twilio status
+        // callbacks to the notifier through this run's sidecar (the SMS callback URL is built on
+        // NOTIFIER_PUBLIC_URL, the sidecar's origin), and the notifier fetches the sandbox's SNS
+        // certificate over plain http from the sandbox's address only.
+        ...(name === 'sandbox' && process.env['SANDBOX_SNS_ENDPOINT'] === undefined
+          ? { SANDBOX_SNS_ENDPOINT: `http://${host}:${config.LIMITER_PORT}/api/v1/webhooks/ses` }
+          : {}),
+        ...(name === 'notifier' && names.includes('sandbox') && process.env['NOTIFIER_SNS_CERT_HTTP_HOSTS'] === undefined
+          ? { NOTIFIER_SNS_CERT_HTTP_HOSTS: `${host}:${config.SANDBOX_PORT}` }
+          : {}),
+        ...(name === 'notifier' && process.env['NOTIFIER_PUBLIC_URL'] === undefined
+          ? { NOTIFIER_PUBLIC_URL: `http://${host}:${config.LIMITER_PORT}` }
+          : {}),
       },
     });
   }

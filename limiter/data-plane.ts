@@ -79,6 +79,8 @@ export interface DataPlaneOptions {
   builtinPlan: CompiledQuota;
   /** The per-IP cap on routes that take no credentials. */
   ipQuota: CompiledQuota;
+  /** Routes with a per-IP cap of their own (route option `ip`), by prefix: a bucket per address and route. */
+  routeIpQuotas?: ReadonlyMap<string, CompiledQuota>;
   /** The control-plane sync, when configured: past its max age, quotas are capped (see quota-sync-max-age.ts). */
   sync?: QuotaSync | undefined;
   serviceRoles: readonly string[];
@@ -623,9 +625,13 @@ export class DataPlane {
     }
     this.o.hotKeys.record(caller.subject);
     let quota: CompiledQuota | undefined;
+    let key = caller.subject;
     const routeLabel = route.prefix;
     if (caller.kind === 'ip') {
-      quota = this.o.ipQuota;
+      const own = route.ipLimit ? this.o.routeIpQuotas?.get(route.prefix) : undefined;
+      quota = own ?? this.o.ipQuota;
+      // The route's own cap counts in a bucket of its own, apart from the shared per-IP one.
+      if (own) key = `${caller.subject}@${route.prefix}`;
     } else if (caller.kind === 'key') {
       if (!this.o.quotas.has(caller.subject)) {
         const plan = this.o.quotas.plan(this.o.defaultPlan) ?? this.o.builtinPlan;
@@ -640,7 +646,7 @@ export class DataPlane {
     // Stale table (no sync for LIMITER_QUOTA_MAX_AGE): never serve a cached paid plan as current.
     if (caller.kind !== 'ip' && this.o.sync?.stale()) quota = capToFloor(quota, this.o.builtinPlan);
     const limit: LimitParams = quota.limit ?? this.o.builtinPlan.limit!;
-    return this.o.gate.admit(caller.subject, quota, limit, route.class, routeLabel, method, path);
+    return this.o.gate.admit(key, quota, limit, route.class, routeLabel, method, path);
   }
 
   private admitCaller(p: Pending, caller: Caller, owners: readonly string[]): void {

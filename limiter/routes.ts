@@ -18,7 +18,7 @@ import { bytes } from '../shared/config.js';
 import { canonicalPath } from './request-target.js';
 
 /** Route classes and their default fail mode: see `defaultFailMode` in gate.ts. */
-export type RouteClass = 'default' | 'public_read' | 'auth' | 'payment' | 'sms';
+export type RouteClass = 'default' | 'public_read' | 'auth' | 'payment' | 'sms' | 'webhook';
 export type RouteAuth = 'required' | 'optional';
 
 export interface RouteOptions {
@@ -37,6 +37,12 @@ export interface RouteOptions {
   owner: string | undefined;
   /** Largest request body on this route, bytes; undefined: LIMITER_MAX_BODY. */
   maxBody: number | undefined;
+  /**
+   * This route's own per-IP cap for callers without credentials (a token bucket per address and
+   * route: `rate` per second, `burst` capacity), instead of the shared LIMITER_IP_RATE/BURST one.
+   * Sized for a provider's bursts on its webhook route. Undefined: the shared cap.
+   */
+  ipLimit: { rate: number; burst: number } | undefined;
 }
 
 export interface RouteSpec extends Partial<RouteOptions> {
@@ -51,7 +57,7 @@ export interface Route extends RouteOptions {
   upstreamIndex: number;
 }
 
-const CLASSES: readonly RouteClass[] = ['default', 'public_read', 'auth', 'payment', 'sms'];
+const CLASSES: readonly RouteClass[] = ['default', 'public_read', 'auth', 'payment', 'sms', 'webhook'];
 
 /**
  * The ownership rule of the default table: the notifier's `/api/v1/users/{user_id}/…` (README,
@@ -70,6 +76,15 @@ export const SEGMENTS_PREFIX = '/api/v1/admin/segments';
 export const SEGMENTS_MAX_BODY = 128 * 1024 * 1024;
 
 /**
+ * The notifier's provider webhooks (SES events through SNS, Twilio status callbacks): no
+ * credentials (a provider proves itself by its signature), class `webhook` (fails open: a lost
+ * callback is not replayed by Twilio), and a per-IP cap of its own sized for a provider's bursts,
+ * which arrive from a few addresses: 500 per second, bursts of 5 000.
+ */
+export const WEBHOOKS_PREFIX = '/api/v1/webhooks';
+export const WEBHOOKS_IP_LIMIT = { rate: 500, burst: 5_000 };
+
+/**
  * The default table (README, "Route table"): `/api/v1` to the notifier, identity's paths to identity.
  * Signup, login, token, authorize, device and well-known take no credentials (per-IP cap);
  * `/userinfo`, orders and checkout need them. The segment API alone gets a large body limit.
@@ -78,6 +93,7 @@ export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSp
   return [
     { prefix: '/api/v1', upstream: notifierUrl, auth: 'required', class: 'default', owner: USERS_OWNER },
     { prefix: '/api/v1/track', upstream: notifierUrl, auth: 'optional', class: 'public_read' },
+    { prefix: WEBHOOKS_PREFIX, upstream: notifierUrl, auth: 'optional', class: 'webhook', ipLimit: WEBHOOKS_IP_LIMIT },
     { prefix: SEGMENTS_PREFIX, upstream: notifierUrl, auth: 'required', class: 'default', maxBody: SEGMENTS_MAX_BODY },
     { prefix: '/auth', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/authorize', upstream: identityUrl, auth: 'optional', class: 'auth' },
@@ -91,7 +107,7 @@ export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSp
   ];
 }
 
-const OPTION_HELP = `auth=required|optional, class=${CLASSES.join('|')}, owner=/prefix|off, body=<size>`;
+const OPTION_HELP = `auth=required|optional, class=${CLASSES.join('|')}, owner=/prefix|off, body=<size>, ip=<rate>/<burst>`;
 
 /**
  * Parses `LIMITER_ROUTES`: comma-separated `prefix=url` entries, each optionally followed by
@@ -129,6 +145,12 @@ export function parseRoutes(raw: string): RouteSpec[] {
       else if (k === 'owner' && v.startsWith('/')) {
         spec.owner = normalizePrefix(v);
         if (!underPrefix(spec.owner, prefix)) throw new Error(`route "${prefix}": owner ${spec.owner} must lie under the route's prefix`);
+      } else if (k === 'ip') {
+        const m = /^(\d{1,7})\/(\d{1,7})$/.exec(v);
+        if (!m || Number(m[1]) < 1 || Number(m[2]) < Number(m[1]) / 1000 || Number(m[2]) < 1) {
+          throw new Error(`route "${prefix}": ip "${v}" must be <rate per second>/<burst>, both at least 1 (e.g. 500/5000)`);
+        }
+        spec.ipLimit = { rate: Number(m[1]), burst: Number(m[2]) };
       } else if (k === 'body') {
         try {
           spec.maxBody = bytes(v);
@@ -205,6 +227,7 @@ export class RouteTable {
         class: s.class ?? before?.class,
         owner: s.owner ?? before?.owner,
         maxBody: s.maxBody ?? before?.maxBody,
+        ipLimit: s.ipLimit ?? before?.ipLimit,
       });
     }
     const upstreams: string[] = [];
@@ -223,6 +246,7 @@ export class RouteTable {
         class: s.class ?? 'default',
         owner,
         maxBody: s.maxBody,
+        ipLimit: s.ipLimit,
       });
     }
     this.routes = routes;

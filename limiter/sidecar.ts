@@ -238,6 +238,11 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     config.LIMITER_DEFAULT_INTERVAL,
   );
   const ipQuota = planQuota('anonymous', Algorithm.TOKEN_BUCKET, config.LIMITER_IP_RATE, config.LIMITER_IP_BURST, 1000);
+  const routeIpQuotas = new Map(
+    routes.routes.flatMap((r) =>
+      r.ipLimit ? [[r.prefix, planQuota('anonymous', Algorithm.TOKEN_BUCKET, r.ipLimit.rate, r.ipLimit.burst, 1000)] as const] : [],
+    ),
+  );
   const plane = new DataPlane({
     routes,
     upstreams,
@@ -253,6 +258,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     defaultPlan: config.LIMITER_DEFAULT_PLAN,
     builtinPlan,
     ipQuota,
+    routeIpQuotas,
     sync,
     serviceRoles: config.LIMITER_SERVICE_ROLES,
     serviceSecret: config.SERVICE_SECRET,

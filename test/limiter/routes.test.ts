@@ -34,7 +34,7 @@ t.test('parseRoutes: each option', async (t) => {
     ],
     'auth, and empty entries skipped',
   );
-  for (const c of ['default', 'public_read', 'auth', 'payment', 'sms'] as const) {
+  for (const c of ['default', 'public_read', 'auth', 'payment', 'sms', 'webhook'] as const) {
     t.same(parseRoutes(`/c=http://h;class=${c}`), [{ prefix: '/c', upstream: 'http://h', class: c }], `class=${c}`);
   }
   t.same(
@@ -47,6 +47,11 @@ t.test('parseRoutes: each option', async (t) => {
   t.same(parseRoutes('/up=http://h;body=50mb'), [{ prefix: '/up', upstream: 'http://h', maxBody: 50 * 1024 * 1024 }], 'body=50mb');
   t.same(parseRoutes('/up=http://h;body=512'), [{ prefix: '/up', upstream: 'http://h', maxBody: 512 }], 'body in bytes');
   t.same(
+    parseRoutes('/hooks=http://h;ip=500/5000'),
+    [{ prefix: '/hooks', upstream: 'http://h', ipLimit: { rate: 500, burst: 5000 } }],
+    'ip=rate/burst',
+  );
+  t.same(
     parseRoutes('/x=http://h; auth = optional ;class=sms;owner=/x/u;body=1kb'),
     [{ prefix: '/x', upstream: 'http://h', auth: 'optional', class: 'sms', owner: '/x/u', maxBody: 1024 }],
     'all options together, spaces around names and values',
@@ -54,7 +59,8 @@ t.test('parseRoutes: each option', async (t) => {
 });
 
 t.test('parseRoutes: every bad entry is refused with a message naming the route and the option', async (t) => {
-  const help = 'auth=required|optional, class=default|public_read|auth|payment|sms, owner=/prefix|off, body=<size>';
+  const help =
+    'auth=required|optional, class=default|public_read|auth|payment|sms|webhook, owner=/prefix|off, body=<size>, ip=<rate>/<burst>';
   const cases: [raw: string, message: string][] = [
     ['/v1', 'route "/v1" must look like /prefix=http://host:port'],
     ['=http://h', 'route "=http://h" must look like /prefix=http://host:port'],
@@ -74,6 +80,9 @@ t.test('parseRoutes: every bad entry is refused with a message naming the route 
     ['/v1=http://h;body=lots', 'route "/v1": body "lots" is not a size (e.g. 512kb, 50mb)'],
     ['/v1=http://h;body=', 'route "/v1": body "" is not a size (e.g. 512kb, 50mb)'],
     ['/ok=http://h,/v1=http://h;body=-1', 'route "/v1": body "-1" is not a size (e.g. 512kb, 50mb)'],
+    ['/v1=http://h;ip=500', 'route "/v1": ip "500" must be <rate per second>/<burst>, both at least 1 (e.g. 500/5000)'],
+    ['/v1=http://h;ip=0/10', 'route "/v1": ip "0/10" must be <rate per second>/<burst>, both at least 1 (e.g. 500/5000)'],
+    ['/v1=http://h;ip=5/0', 'route "/v1": ip "5/0" must be <rate per second>/<burst>, both at least 1 (e.g. 500/5000)'],
   ];
   for (const [raw, message] of cases) t.throws(() => parseRoutes(raw), { message }, raw);
 });
@@ -128,7 +137,19 @@ t.test('RouteTable: defaults for what no spec names', async (t) => {
     class: 'default',
     owner: undefined,
     maxBody: undefined,
+    ipLimit: undefined,
   });
+  const hooks = new RouteTable(defaults()).match('/api/v1/webhooks/ses');
+  t.match(
+    hooks,
+    { prefix: '/api/v1/webhooks', auth: 'optional', class: 'webhook', owner: undefined, ipLimit: { rate: 500, burst: 5000 } },
+    "the notifier's provider webhooks: no credentials, their own class and per-IP cap",
+  );
+  t.equal(
+    tableWith('/api/v1/webhooks=http://n2;auth=required').match('/api/v1/webhooks/ses')?.ipLimit?.burst,
+    5000,
+    'the cap is inherited by an override',
+  );
 });
 
 t.test('RouteTable: an override of a default prefix changes only what it names', async (t) => {
