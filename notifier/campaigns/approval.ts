@@ -44,9 +44,11 @@ export async function decide(pool: Pool, boss: Boss, d: Decision, wake: (queue: 
         detail: `campaign ${d.campaignId} was stopped at ${c.stopped_at.toISOString()}; its fan-outs can no longer be approved`,
       });
     }
+    // Decided when the campaign row was ours (clock_timestamp, not the transaction's start): a stop
+    // that began earlier but waited for this one is recorded after it.
     const decided = await client.query<{ notification_id: string; priority: Tier; decided_at: Date }>(
-      `WITH f AS (
-         UPDATE campaign_fanouts SET approved = $3, decided_by = $4, decided_at = now(),
+      `WITH at AS (SELECT clock_timestamp() AS t), f AS (
+         UPDATE campaign_fanouts SET approved = $3, decided_by = $4, decided_at = (SELECT t FROM at),
                 state = CASE WHEN $3 THEN 'planning' ELSE 'rejected' END, updated_at = now()
           WHERE campaign_id = $1 AND state = 'pending_approval' AND ($2::uuid IS NULL OR notification_id = $2::uuid)
           RETURNING notification_id, decided_at)
@@ -70,13 +72,10 @@ export async function decide(pool: Pool, boss: Boss, d: Decision, wake: (queue: 
       for (const r of decided.rows) due.add(await wakeCampaign(client, boss, r.notification_id, r.priority));
     }
     for (const r of decided.rows) {
-      await client.query(`INSERT INTO campaign_audit (campaign_id, notification_id, action, actor, detail) VALUES ($1, $2, $3, $4, $5)`, [
-        d.campaignId,
-        r.notification_id,
-        d.approve ? 'approve' : 'reject',
-        d.actor,
-        { reason: d.reason },
-      ]);
+      await client.query(
+        `INSERT INTO campaign_audit (campaign_id, notification_id, action, actor, detail, at) VALUES ($1, $2, $3, $4, $5, $6)`,
+        [d.campaignId, r.notification_id, d.approve ? 'approve' : 'reject', d.actor, { reason: d.reason }, r.decided_at],
+      );
     }
     const out: Decided = {
       campaign_id: d.campaignId,

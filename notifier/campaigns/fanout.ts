@@ -84,7 +84,8 @@ export class CampaignWorker {
   async #plan(queue: string, jobId: string, id: string): Promise<void> {
     const o = this.o;
     const f = await this.#fanout(o.pool, id);
-    if (f?.stopped && !f.routed) await this.#sweep(id);
+    const swept = f?.stopped === true && !f.routed;
+    if (swept) await this.#sweep(id);
     const due = await withTransaction(o.pool, async (client) => {
       const complete = () => o.boss.complete(queue, jobId, {}, { db: txDb(client) });
       const f = await this.#fanout(client, id, true);
@@ -93,6 +94,12 @@ export class CampaignWorker {
         return [];
       }
       if (f.stopped) {
+        // Stopped since the look above, so not swept here: the stop's own campaign job sweeps and
+        // finishes it (marking it routed now would leave that job nothing to do).
+        if (!swept) {
+          await complete();
+          return [];
+        }
         // Swept above (a second sweep after a crash finds nothing left): the fan-out is done.
         await client.query(`UPDATE campaign_shards SET state = 'cancelled' WHERE notification_id = $1 AND state = 'pending'`, [id]);
         await client.query(
@@ -247,6 +254,17 @@ export class CampaignWorker {
   }
 
   async #fanout(db: Pool | PoolClient, id: string, lock = false): Promise<FanoutRow | undefined> {
+    if (lock) {
+      // The campaign row first, shared, as a shard and the ingestion take it: a stop (FOR UPDATE
+      // of it, then the fan-outs) waits for this transaction instead of deadlocking with it. Taken
+      // after the fan-out row, it would come too late: a second UPDATE of the fan-out in this
+      // transaction checks its foreign key, which takes the campaign row (KEY SHARE) while the
+      // stop holds it and waits for the fan-out.
+      await db.query(
+        'SELECT 1 FROM campaigns c JOIN campaign_fanouts f ON f.campaign_id = c.id WHERE f.notification_id = $1 FOR SHARE OF c',
+        [id],
+      );
+    }
     const { rows } = await db.query<FanoutRow>(
       `SELECT f.state, f.segment_id, f.segment_version, f.segment_rule, f.approved, n.priority, f.campaign_id,
               (c.stopped_at IS NOT NULL) AS stopped, (n.routed_at IS NOT NULL) AS routed

@@ -41,6 +41,8 @@ export class KillSwitch {
   readonly replicaId = randomUUID();
   readonly #o: KillSwitchOptions;
   readonly #stopped = new Set<string>();
+  /** The stops this replica has acknowledged (recorded in campaign_stop_acks). */
+  readonly #acked = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
   #registered = false;
 
@@ -72,11 +74,13 @@ export class KillSwitch {
    */
   async reload(): Promise<void> {
     const { rows } = await this.#o.pool.query<{ id: string }>('SELECT id FROM campaigns WHERE stopped_at IS NOT NULL');
-    const fresh = rows.map((r) => r.id).filter((id) => !this.#stopped.has(id));
-    for (const id of fresh) this.#stopped.add(id);
-    if (fresh.length > 0 && this.#registered) {
+    for (const r of rows) this.#stopped.add(r.id);
+    // Every stop not acknowledged yet, including one heard before this replica was registered
+    // (onStop leaves those to this).
+    const due = rows.map((r) => r.id).filter((id) => !this.#acked.has(id));
+    if (due.length > 0 && this.#registered) {
       await Promise.allSettled(this.#o.claimsInFlight());
-      await this.#ack(fresh);
+      await this.#ack(due);
     }
   }
 
@@ -105,6 +109,9 @@ export class KillSwitch {
          SELECT c, $2 FROM unnest($1::text[]) AS c ON CONFLICT DO NOTHING`,
         [[...campaignIds], this.replicaId],
       )
+      .then(() => {
+        for (const id of campaignIds) this.#acked.add(id);
+      })
       .catch((err: unknown) => this.#o.log.warn({ err, campaigns: campaignIds }, 'kill switch: recording the acknowledgement failed'));
   }
 
@@ -148,8 +155,10 @@ export async function stopCampaign(o: StopOptions, campaignId: string, actor: st
     const c = rows[0];
     if (!c) throw new PlatformError('not_found', { detail: `no campaign ${campaignId}` });
     if (c.stopped_at) return { at: c.stopped_at, by: c.stopped_by ?? '', reason: c.stop_reason, already: true, due: [] as string[] };
+    // Stopped when the campaign row was ours (clock_timestamp, not the transaction's start): an
+    // approval that held the row first is recorded before the stop.
     const upd = await client.query<{ stopped_at: Date }>(
-      'UPDATE campaigns SET stopped_at = now(), stopped_by = $2, stop_reason = $3 WHERE id = $1 RETURNING stopped_at',
+      'UPDATE campaigns SET stopped_at = clock_timestamp(), stopped_by = $2, stop_reason = $3 WHERE id = $1 RETURNING stopped_at',
       [campaignId, actor, reason],
     );
     // Every fan-out not rejected is swept by its campaign job (fanout.ts), finished or not.
@@ -163,10 +172,11 @@ export async function stopCampaign(o: StopOptions, campaignId: string, actor: st
     );
     const due = new Set<string>();
     for (const f of fanouts.rows) due.add(await wakeCampaign(client, o.boss, f.notification_id, f.priority));
-    await client.query(`INSERT INTO campaign_audit (campaign_id, action, actor, detail) VALUES ($1, 'stop', $2, $3)`, [
+    await client.query(`INSERT INTO campaign_audit (campaign_id, action, actor, detail, at) VALUES ($1, 'stop', $2, $3, $4)`, [
       campaignId,
       actor,
       { reason, fanouts: fanouts.rows.length },
+      upd.rows[0]!.stopped_at,
     ]);
     await client.query('SELECT pg_notify($1, $2)', [CAMPAIGN_STOP_CHANNEL, campaignId]);
     return { at: upd.rows[0]!.stopped_at, by: actor, reason, already: false, due: [...due] };
