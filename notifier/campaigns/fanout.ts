@@ -66,8 +66,12 @@ interface FanoutRow {
   routed: boolean;
 }
 
-/** Shards whose cancellation one statement covers after a stop. */
-const SWEEP_SHARDS = 20;
+/**
+ * Shards whose cancellation one statement covers after a stop: one, so a statement locks its rows
+ * in id order (a shard's ids are time-ordered in member order, ordered-id.ts), as a claim does,
+ * and the two can never wait on each other in a cycle.
+ */
+const SWEEP_SHARDS = 1;
 /** Fold the counters of a fan-out after this many of its shards (off the shard's transaction). */
 const COMPACT_EVERY_SHARDS = 50;
 

@@ -4,8 +4,9 @@
  * A shard writes a thousand deliveries in one statement and no queue job (fanout.ts); a million
  * jobs written at expansion speed would double the expansion's writes and sit in pg-boss for as
  * long as the sends take. Instead each replica keeps every delivery queue that has campaign work
- * topped up to NOTIFIER_CAMPAIGN_QUEUE_DEPTH waiting jobs: it picks the oldest due unwoken
- * deliveries (`deliveries_campaign_unwoken`, SKIP LOCKED so replicas never pick the same row),
+ * topped up to NOTIFIER_CAMPAIGN_QUEUE_DEPTH waiting jobs: for each running fan-out, oldest first,
+ * it picks the oldest due unwoken deliveries (`deliveries_campaign_unwoken`, which leads with the
+ * fan-out's notification; SKIP LOCKED so replicas never pick the same row),
  * sends their wake-ups and records them on the rows in one transaction (queues/wake-ups.ts).
  * From there a campaign delivery is like any other: the claim checks the policies and the kill
  * switch, retries get their own wake-ups, the reconciler replaces lost ones.
@@ -36,25 +37,44 @@ export interface PumpOptions {
   wake: (queue: string) => void;
 }
 
-/** Which (channel, tier) pairs have a due, unwoken campaign delivery: one index probe each. */
-const DUE_PAIRS = `
-  SELECT p.channel, p.priority FROM unnest($1::text[], $2::text[]) AS p (channel, priority)
-   WHERE EXISTS (SELECT 1 FROM deliveries d
-                  WHERE d.campaign_shard IS NOT NULL AND d.status = 'queued' AND d.wake_job_id IS NULL
-                    AND d.channel = p.channel AND d.priority = p.priority
-                    AND coalesce(d.next_attempt_at, d.created_at) <= now())`;
+/**
+ * The running fan-outs (not stopped, not drained) and each channel of theirs with a due, unwoken
+ * delivery, oldest fan-out first: one probe of deliveries_campaign_unwoken per (fan-out, channel).
+ * A stopped campaign is not here at all, so its unwoken rows (swept to `cancelled` in the
+ * background) never cost a scan.
+ */
+const DUE = `
+  SELECT f.notification_id, n.priority, ch.channel
+    FROM campaign_fanouts f
+    JOIN notifications n ON n.id = f.notification_id
+    JOIN campaigns c ON c.id = f.campaign_id
+    CROSS JOIN unnest($1::text[]) AS ch (channel)
+   WHERE f.state IN ('expanding', 'expanded') AND f.drained_at IS NULL AND c.stopped_at IS NULL
+     AND n.priority = ANY($2::text[])
+     AND EXISTS (SELECT 1 FROM deliveries d
+                  WHERE d.notification_id = f.notification_id AND d.channel = ch.channel
+                    AND d.campaign_shard IS NOT NULL AND d.status = 'queued' AND d.wake_job_id IS NULL
+                    AND coalesce(d.next_attempt_at, d.created_at) <= now())
+   ORDER BY f.created_at, f.notification_id`;
+
+/** Fan-outs fully expanded with nothing left unwoken (not even a quiet-hours hold): done with. */
+const DRAINED = `
+  UPDATE campaign_fanouts f SET drained_at = now()
+   WHERE f.state = 'expanded' AND f.drained_at IS NULL
+     AND NOT EXISTS (SELECT 1 FROM deliveries d
+                      WHERE d.notification_id = f.notification_id
+                        AND d.campaign_shard IS NOT NULL AND d.status = 'queued' AND d.wake_job_id IS NULL)`;
 
 // Due now: a retry scheduled for later is not waiting in front of the campaign.
 const WAITING = `SELECT count(*)::int AS n FROM (
   SELECT 1 FROM pgboss.job WHERE name = $1 AND state < 'active' AND start_after <= now() LIMIT $2) w`;
 
-/** The oldest due unwoken deliveries of running campaigns, locked for this transaction. */
+/** One fan-out's oldest due unwoken deliveries on one channel, locked for this transaction. */
 const PICK = `
   SELECT d.id FROM deliveries d
-   WHERE d.campaign_shard IS NOT NULL AND d.status = 'queued' AND d.wake_job_id IS NULL
-     AND d.channel = $1 AND d.priority = $2 AND coalesce(d.next_attempt_at, d.created_at) <= now()
-     AND NOT EXISTS (SELECT 1 FROM notifications n JOIN campaigns c ON c.id = n.campaign_id
-                      WHERE n.id = d.notification_id AND c.stopped_at IS NOT NULL)
+   WHERE d.notification_id = $1 AND d.channel = $2
+     AND d.campaign_shard IS NOT NULL AND d.status = 'queued' AND d.wake_job_id IS NULL
+     AND coalesce(d.next_attempt_at, d.created_at) <= now()
    ORDER BY coalesce(d.next_attempt_at, d.created_at)
    LIMIT $3
    FOR UPDATE OF d SKIP LOCKED`;
@@ -65,11 +85,9 @@ export class CampaignPump {
   #running: Promise<void> | undefined;
   #stopped = false;
   #poked = false;
-  readonly #pairs: { channel: ChannelName; tier: Tier }[] = [];
 
   constructor(o: PumpOptions) {
     this.#o = o;
-    for (const tier of CAMPAIGN_TIERS) for (const channel of CHANNEL_NAMES) this.#pairs.push({ channel, tier });
   }
 
   start(): void {
@@ -99,29 +117,44 @@ export class CampaignPump {
     this.#timer.unref();
   }
 
-  /** One round: top up every queue with due campaign work; true when any had some. */
+  /** One round: top up every delivery queue that has due campaign work; `busy` when any had some. */
   async pumpOnce(): Promise<{ pumped: number; busy: boolean }> {
     const o = this.#o;
-    const runnable = this.#pairs.filter((p) => o.mayRun(p.tier));
-    if (runnable.length === 0) return { pumped: 0, busy: false };
-    const { rows } = await o.pool.query<{ channel: ChannelName; priority: Tier }>(DUE_PAIRS, [
-      runnable.map((p) => p.channel),
-      runnable.map((p) => p.tier),
-    ]);
+    const tiers = CAMPAIGN_TIERS.filter((tier) => o.mayRun(tier));
+    if (tiers.length === 0) return { pumped: 0, busy: false };
+    const { rows } = await o.pool.query<{ notification_id: string; priority: Tier; channel: ChannelName }>(DUE, [CHANNEL_NAMES, tiers]);
+    if (rows.length === 0) {
+      await o.pool.query(DRAINED);
+      return { pumped: 0, busy: false };
+    }
+    // Each delivery queue's room is shared by its fan-outs, oldest first.
+    const room = new Map<string, number>();
     let pumped = 0;
-    for (const r of rows) pumped += await this.#topUp(r.channel, r.priority);
-    return { pumped, busy: rows.length > 0 };
+    for (const r of rows) {
+      const queue = deliverQueue(r.channel, r.priority);
+      let left = room.get(queue);
+      if (left === undefined) {
+        const { rows: w } = await o.pool.query<{ n: number }>(WAITING, [queue, o.depth]);
+        left = o.depth - (w[0]?.n ?? 0);
+        // Top up in steps of at least a tenth of the depth: one transaction per few sends would cost more than it saves.
+        if (left < Math.max(1, Math.floor(o.depth / 10))) left = 0;
+      }
+      if (left > 0) {
+        const n = await this.#wake(r.notification_id, r.channel, r.priority, left);
+        left -= n;
+        pumped += n;
+        if (n > 0) o.wake(queue);
+      }
+      room.set(queue, left);
+    }
+    return { pumped, busy: true };
   }
 
-  async #topUp(channel: ChannelName, tier: Tier): Promise<number> {
+  /** Wakes up to `limit` of one fan-out's due deliveries on one channel; returns how many. */
+  async #wake(notificationId: string, channel: ChannelName, tier: Tier, limit: number): Promise<number> {
     const o = this.#o;
-    const queue = deliverQueue(channel, tier);
-    const { rows } = await o.pool.query<{ n: number }>(WAITING, [queue, o.depth]);
-    const room = o.depth - (rows[0]?.n ?? 0);
-    // Top up in steps of at least a tenth of the depth: one transaction per few sends would cost more than it saves.
-    if (room < Math.max(1, Math.floor(o.depth / 10))) return 0;
-    const woken = await withTransaction(o.pool, async (client) => {
-      const picked = await client.query<{ id: string }>(PICK, [channel, tier, room]);
+    return withTransaction(o.pool, async (client) => {
+      const picked = await client.query<{ id: string }>(PICK, [notificationId, channel, limit]);
       if (picked.rows.length === 0) return 0;
       await wakeDeliveries(
         client,
@@ -130,8 +163,6 @@ export class CampaignPump {
       );
       return picked.rows.length;
     });
-    if (woken > 0) o.wake(queue);
-    return woken;
   }
 
   async #tick(): Promise<void> {

@@ -44,9 +44,13 @@ CREATE TABLE campaign_fanouts (
   created_at        timestamptz NOT NULL DEFAULT now(),
   planned_at        timestamptz,
   expanded_at       timestamptz,
+  -- Expanded and every delivery woken: the pump (campaigns/pump.ts) looks at it no more.
+  drained_at        timestamptz,
   updated_at        timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX campaign_fanouts_campaign ON campaign_fanouts (campaign_id);
+-- What the pump scans: fan-outs whose deliveries may still need wake-ups.
+CREATE INDEX campaign_fanouts_pumping ON campaign_fanouts (created_at) WHERE state IN ('expanding', 'expanded') AND drained_at IS NULL;
 -- A segment version still to be expanded is kept by the segment clean-up.
 CREATE INDEX campaign_fanouts_open_segment ON campaign_fanouts (segment_id, segment_version)
   WHERE state IN ('planning', 'pending_approval', 'expanding');
@@ -121,7 +125,9 @@ CREATE UNIQUE INDEX deliveries_campaign_member ON deliveries (notification_id, c
 DROP INDEX deliveries_pending;
 CREATE INDEX deliveries_pending ON deliveries ((coalesce(next_attempt_at, created_at)))
   WHERE status IN ('queued', 'sending') AND (campaign_shard IS NULL OR wake_job_id IS NOT NULL);
-CREATE INDEX deliveries_campaign_unwoken ON deliveries (channel, priority, (coalesce(next_attempt_at, created_at)))
+-- The pump's index: a running fan-out's unwoken deliveries per channel, due first. It leads with
+-- the notification, so a stopped campaign's million unwoken rows are never in another's scan.
+CREATE INDEX deliveries_campaign_unwoken ON deliveries (notification_id, channel, (coalesce(next_attempt_at, created_at)))
   WHERE campaign_shard IS NOT NULL AND status = 'queued' AND wake_job_id IS NULL;
 
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_status_check;
