@@ -28,6 +28,9 @@ import { wakeCampaign } from '../queues/wake-ups.js';
 
 export const CAMPAIGN_STOP_CHANNEL = 'notifier_campaign_stop';
 
+/** A replica silent this long is forgotten when another starts. */
+const STALE_REPLICA_MS = 3_600_000;
+
 export interface KillSwitchOptions {
   pool: Pool;
   log: Logger;
@@ -62,6 +65,13 @@ export class KillSwitch {
       this.replicaId,
     ]);
     this.#registered = true;
+    // Replicas that died without deregistering (SIGKILL) are no longer waited for after three
+    // heartbeats; their rows are removed here once long gone, with their acknowledgements.
+    await o.pool.query(
+      `WITH gone AS (DELETE FROM notifier_replicas WHERE heartbeat_at < now() - make_interval(secs => $1::double precision / 1000) RETURNING id)
+       DELETE FROM campaign_stop_acks a USING gone WHERE a.replica_id = gone.id`,
+      [Math.max(STALE_REPLICA_MS, 100 * o.heartbeatMs)],
+    );
     await this.reload();
     this.#timer = setInterval(() => void this.#heartbeat(), o.heartbeatMs);
     this.#timer.unref();
