@@ -68,6 +68,8 @@ export interface NotifierDeps {
   clock?: Clock;
   /** Sees the body reader of each segment upload (tests assert its high-water mark). */
   onSegmentUploadBody?: (body: BodyStream) => void;
+  /** Provider events written per transaction at most (feedback/writer.ts; default 500): the webhook bench compares 1. */
+  feedbackBatch?: number;
 }
 
 export interface Notifier extends Started {
@@ -141,7 +143,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     clock,
     fetch: httpCertFetch(SNS_CERT_FETCH_TIMEOUT_MS),
   });
-  const feedback = new FeedbackWriter({ pool, metrics, log });
+  const feedback = new FeedbackWriter({ pool, metrics, log, ...(deps.feedbackBatch !== undefined && { maxItems: deps.feedbackBatch }) });
   if ((config.NOTIFIER_SES_TOPIC_ARNS ?? []).length === 0) {
     log.info('NOTIFIER_SES_TOPIC_ARNS is unset: the SES events webhook accepts any SNS topic whose signature verifies');
   }
