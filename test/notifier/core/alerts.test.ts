@@ -67,6 +67,8 @@ t.test('notifier/alerts.rules.yml has the seed alerts over exported metrics', as
   const breaker = one('a breaker open longer than 2 minutes', (e) => e.includes('circuit_breaker_state'));
   t.equal(seconds(breaker?.for ?? ''), 120, 'open for 2 minutes');
   one('unbounded dead-letter growth', (e) => e.includes('dlq_depth') && /deriv|delta|increase/.test(e));
+  one('webhook signature failures rising', (e) => e.includes('webhook_rejected_total') && /bad_signature/.test(e));
+  one('e-mail complaint rate', (e) => e.includes('type="complaint"') && /> 0\.001$/.test(e));
   one(
     'delivery success below 98% per channel',
     (e) => e.includes('delivery_outcomes_total') && /by \(channel\)/.test(e) && /< 0\.98$/.test(e),
