@@ -174,8 +174,8 @@ export const IngestionResponseSchema: GenMessage<IngestionResponse> = /*@__PURE_
 export type StatusView = Message<"notify.v1.StatusView"> & {
   /**
    * Overall delivery status, the highest of its channels' in this order: opened, delivered, sent,
-   * queued, pending_approval, quiet_hours, digest, dead_lettered, failed, capped, cancelled,
-   * opted_out.
+   * queued, pending_approval, quiet_hours, digest, dead_lettered, failed, undelivered, bounced,
+   * complained, suppressed, capped, cancelled, opted_out.
    *
    * @generated from field: string status = 1;
    */
@@ -183,8 +183,8 @@ export type StatusView = Message<"notify.v1.StatusView"> & {
 
   /**
    * Channel name (push, in_app, email, sms) to that channel's status: a delivery state ("read" for
-   * an in_app item that was read), a hold (quiet_hours, digest) or a suppression (opted_out,
-   * capped).
+   * an in_app item that was read; bounced, complained, undelivered from the provider's feedback),
+   * a hold (quiet_hours, digest) or a suppression (opted_out, capped, suppressed).
    *
    * @generated from field: map<string, string> channels = 2;
    */
