@@ -299,6 +299,8 @@ interface DeliveryRun {
   expected: number;
   perChannel: string[];
   duplicates: number;
+  /** Of those, second entries the recipient would see (the sandbox's display model): a repeated push replaces the first. */
+  visible?: number;
   /** CPU from the first to the last send the sandbox saw, and the sends in that window (the rate's). */
   cpu?: Cpu;
   windowSends?: number;
@@ -584,12 +586,16 @@ async function main(): Promise<void> {
         perChannel.push(`${ch} ${f0(ts.length / Math.max(0.001, span))}/s`);
       }
       const keys = new Set(all.messages.map((m) => `${m.channel} ${m.idempotency_key ?? m.delivery_id ?? ''} ${m.to}`));
+      const shown = (await (await fetch(`${sandboxUrl}/sandbox/display`)).json().catch(() => undefined)) as
+        Record<string, { visible_duplicates: number }> | undefined;
+      const visible = shown ? Object.values(shown).reduce((n, c) => n + c.visible_duplicates, 0) : undefined;
       return {
         rate: (last.total - first.total) / Math.max(0.001, (last.t - first.t) / 1000),
         delivered: last.total,
         expected: want,
         perChannel,
         duplicates: all.messages.length - keys.size,
+        ...(visible !== undefined && { visible }),
         cpu: cpuDelta(first.cpu, last.cpu),
         windowSends: last.total - first.total,
       };
@@ -785,7 +791,7 @@ async function main(): Promise<void> {
     ingestRow('(b) ingestion through the sidecar', viaSidecar);
     for (const { label, run } of deliveryRuns) {
       say(
-        `| (c) delivery to the sandbox, 50 ms per provider call, ${label} (${f0(run.delivered)} of ${f0(run.expected)} sends; ${run.perChannel.join(', ')}; ${run.duplicates} seen twice) | ${f0(run.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(deliveryOk(run))} |`,
+        `| (c) delivery to the sandbox, 50 ms per provider call, ${label} (${f0(run.delivered)} of ${f0(run.expected)} sends; ${run.perChannel.join(', ')}; ${run.duplicates} seen twice by a provider, ${run.visible ?? '?'} visible to a recipient) | ${f0(run.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(deliveryOk(run))} |`,
       );
     }
     if (RUN.has('d')) {
@@ -803,7 +809,7 @@ async function main(): Promise<void> {
           ? `; ${f0(x.policy.counted)} counted against the caps, ${x.policy.held} held, ${x.policy.suppressed} suppressed`
           : '';
         say(
-          `| ${r.label} (${f0(x.delivered)} of ${f0(x.expected)} sends; ${x.perChannel.join(', ')}; ${x.duplicates} seen twice${policy}) | ${f0(x.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(deliveryOk(x))} |`,
+          `| ${r.label} (${f0(x.delivered)} of ${f0(x.expected)} sends; ${x.perChannel.join(', ')}; ${x.duplicates} seen twice by a provider, ${x.visible ?? '?'} visible to a recipient${policy}) | ${f0(x.rate)} sends/s | | | ≥ 2,000 sends/s | ${verdict(deliveryOk(x))} |`,
         );
       }
     }
