@@ -2,8 +2,10 @@
  * Retention (README, "Tracking": delivery logs kept 90 days by default): a scheduled pg-boss job
  * deletes notifications
  * older than NOTIFIER_RETENTION with their delivery records and dead letters (ON DELETE CASCADE),
- * inbox items of the same age, closed digests of the same age, and idempotency records past their time. In batches, so no single
- * statement holds locks for long.
+ * inbox items of the same age, closed digests of the same age, provider feedback events
+ * (notifier/feedback) received before then, and idempotency records past their time. In batches,
+ * so no single statement holds locks for long. The e-mail suppression list is kept: an address
+ * leaves it only by an operator's hand.
  */
 import type { Pool } from '../../shared/db.js';
 
@@ -12,6 +14,7 @@ export interface RetentionResult {
   digests: number;
   inboxItems: number;
   idempotencyKeys: number;
+  providerEvents: number;
 }
 
 const BATCH = 5_000;
@@ -48,5 +51,10 @@ export async function runRetention(pool: Pool, before: Date): Promise<RetentionR
     'DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key FROM idempotency_keys WHERE expires_at < now() LIMIT $1)',
     [],
   );
-  return { notifications, digests, inboxItems, idempotencyKeys };
+  const providerEvents = await deleteInBatches(
+    pool,
+    'DELETE FROM provider_events WHERE id IN (SELECT id FROM provider_events WHERE received_at < $1 LIMIT $2)',
+    [before],
+  );
+  return { notifications, digests, inboxItems, idempotencyKeys, providerEvents };
 }

@@ -147,10 +147,17 @@ t.test('tracking', async (t) => {
        VALUES (gen_random_uuid(), 'u1', 'social_activity', 'push', 'closed', gen_random_uuid(), now() - interval '91 days'),
               (gen_random_uuid(), 'u1', 'social_activity', 'push', 'open', gen_random_uuid(), now() - interval '91 days')`,
     );
+    // A provider event of that age (notifier/feedback), and a recent one.
+    await core.db.pool.query(
+      `INSERT INTO provider_events (provider, event_key, provider_message_id, kind, provider_type, result, received_at)
+       VALUES ('ses', 'old', 'm1', 'delivered', 'Delivery', 'unknown', now() - interval '91 days'),
+              ('ses', 'new', 'm2', 'delivered', 'Delivery', 'unknown', now())`,
+    );
     const clock = new FakeClock(Date.now());
     const total = (await core.db.pool.query('SELECT count(*)::int AS n FROM notifications')).rows[0].n;
     const result = await runRetention(core.db.pool, new Date(clock.now() - 90 * 86_400_000));
-    t.same(result, { notifications: 1, digests: 1, inboxItems: 1, idempotencyKeys: 1 });
+    t.same(result, { notifications: 1, digests: 1, inboxItems: 1, idempotencyKeys: 1, providerEvents: 1 });
+    t.same((await core.db.pool.query('SELECT event_key FROM provider_events')).rows, [{ event_key: 'new' }], 'recent provider events stay');
     t.same((await core.db.pool.query('SELECT status FROM digests')).rows, [{ status: 'open' }], 'an open digest is never deleted');
     t.equal((await core.db.pool.query('SELECT count(*)::int AS n FROM notifications')).rows[0].n, total - 1);
     t.equal(
