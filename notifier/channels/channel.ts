@@ -52,7 +52,11 @@ export interface OutboundMessage {
 
 /** What the worker tells a channel about this attempt. */
 export interface SendContext {
-  /** The delivery record's id; travels to the provider (FCM `data.delivery_id`, SMTP `Message-ID` and `X-Delivery-Id`, SMS `X-Delivery-Id`). */
+  /**
+   * The delivery record's id; travels to the provider (FCM `data.delivery_id` and the replace
+   * identifiers of push-replace.ts, SMTP `Message-ID`, `References` and `X-Delivery-Id`, SMS
+   * `X-Delivery-Id`). The same on every attempt of a delivery.
+   */
   deliveryId: string;
   /**
    * The key the provider de-duplicates on where its protocol allows (the Twilio-style
