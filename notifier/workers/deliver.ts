@@ -461,12 +461,27 @@ export class DeliveryWorker {
             priority: d.priority,
             templateId: d.template_id,
           });
-          const why = step.after ? `${step.after}: ${detail}` : detail;
-          if (!(await markFailed(client, d.id, 'failed', `failed_over_to_${step.to}: ${why}`, other.id))) return [];
+          const error = `failed_over_to_${step.to}: ${step.after ? `${step.after}: ${detail}` : detail}`;
+          // Its own retries spent: it goes to the dead-letter queue (an operator sees the failing
+          // provider and can re-drive it) while the other channel is tried. At once (transactional
+          // push) or on refused credentials it is parked instead, and resumes if the other fails.
+          if (!(await markFailed(client, d.id, step.after ? 'dead_lettered' : 'failed', error, other.id))) return [];
+          if (step.after) {
+            const dl = `${detail} (failed over to ${step.to})`;
+            await insertDeadLetter(client, {
+              deliveryId: d.id,
+              channel: d.channel,
+              priority: d.priority,
+              reason: step.after,
+              detail: dl,
+              attempts: d.attempts,
+            });
+            o.log.warn({ delivery: d.id, channel: d.channel, reason: step.after, to: step.to }, 'delivery dead-lettered, failed over');
+          }
           o.metrics.outcome(d.priority, d.channel, 'failover');
           const wake: string[] = [];
           if (other.created) wake.push(...(await this.#enqueue(client, step.to, d.priority, other.id, 0)));
-          // That channel already ended without reaching the user: this delivery keeps its own
+          // That channel already ended without reaching the user: a parked delivery keeps its own
           // retries. (One already sent or under way, a channel the notification had anyway, is not
           // sent again: the user has it, or will.)
           else if (!REACHING.has(other.status)) wake.push(...(await this.#resume(client, other.id)));

@@ -7,10 +7,12 @@
  *   5 s, 30 s, 2 min, 10 min), or the provider's Retry-After when that is longer (capped at an
  *   hour). After the last delay has been used, the delivery is dead-lettered with
  *   `retries_exhausted`, unless a secondary applies.
- * - Channel failover (`failover`, once per delivery) goes to the channel policy/failover.ts chose
- *   from the type's `failover` list (push → SMS when the user has a phone and the type allows SMS,
- *   else in-app, by default); the failing delivery ends `failed`, parked behind the new one, and
- *   resumes only if that one fails too (it then never fails over again).
+ * - Channel failover (`failover`, once per notification) goes to the channel policy/failover.ts
+ *   chose from the type's `failover` list (push → SMS when the user has a phone and the type allows
+ *   SMS, else in-app, by default). A delivery whose own retries are spent (`after`) is dead-lettered
+ *   as it fails over; one that fails over early (transactional push, refused credentials) ends
+ *   `failed`, parked behind the new one, and resumes its own retries only if that one fails too
+ *   (it then never fails over again).
  * - `transactional` push fails over at once, on the first failure of any kind (an open breaker
  *   included).
  * - `transactional` and `high`: once the retries on the primary provider are exhausted, one attempt

@@ -122,17 +122,21 @@ t.test('high retries, then one attempt on the secondary provider', async (t) => 
   channels.secondary.sms!.script = () => retry;
   const r2 = await core.notify(request({ channels: ['sms'], priority: 'high', idempotency_key: 'k2' }));
   const s2 = await core.waitStatus(r2.body.notification_id, (s) => s.channels.in_app === 'sent');
-  t.same(s2.channels, { sms: 'failed', in_app: 'sent' }, 'the secondary failed too: then the channel failover, SMS → in-app');
+  t.same(s2.channels, { sms: 'dead_lettered', in_app: 'sent' }, 'the secondary failed too: then the channel failover, SMS → in-app');
   t.match(s2.details.sms.reason, /^failed_over_to_in_app: secondary_failed: provider_unavailable/);
   t.equal(channels.secondary.sms!.calls.length, 2, 'the secondary is tried once per delivery');
 
-  // Nothing left: in-app fails too, the SMS resumes on its secondary once more and is dead-lettered.
+  // In-app fails too: both end in the dead-letter queue, nothing else is tried.
   channels.primary.in_app.script = () => retry;
   const r3 = await core.notify(request({ channels: ['sms'], priority: 'high', idempotency_key: 'k3' }));
-  const s3 = await core.waitStatus(r3.body.notification_id, (s) => s.channels.sms === 'dead_lettered');
+  const s3 = await core.waitStatus(
+    r3.body.notification_id,
+    (s) => s.channels.sms === 'dead_lettered' && s.channels.in_app === 'dead_lettered',
+  );
   t.same(s3.channels, { sms: 'dead_lettered', in_app: 'dead_lettered' });
   const dlq = await core.api('GET', '/api/v1/admin/dlq?reason=secondary_failed', undefined, core.admin);
-  t.equal(dlq.body.dead_letters.length, 1, 'dead-lettered as secondary_failed');
+  t.equal(dlq.body.dead_letters.length, 2, 'both SMS deliveries dead-lettered as secondary_failed');
+  t.equal(channels.secondary.sms!.calls.length, 3, 'each tried the secondary once');
 });
 
 t.test('high without a secondary provider: after its retries, push fails over once, to SMS with a phone, else in-app', async (t) => {
@@ -146,19 +150,25 @@ t.test('high without a secondary provider: after its retries, push fails over on
   const r = await core.notify(shipped({ idempotency_key: 'to-sms' }));
   const id = r.body.notification_id;
   const s = await core.waitStatus(id, (s) => s.channels.sms === 'sent');
-  t.same(summary(s), { status: 'sent', channels: { push: 'failed', sms: 'sent' } }, 'the status view shows both deliveries');
+  t.same(summary(s), { status: 'sent', channels: { push: 'dead_lettered', sms: 'sent' } }, 'the status view shows both deliveries');
   t.match(s.details.push.reason, /^failed_over_to_sms: retries_exhausted: provider_unavailable/, 'and why');
   const d = await deliveries(core, id);
   t.equal(channels.primary.push.callsFor(d.push.id).length, 3, 'push: its first attempt and both retries, no secondary provider');
   t.equal(d.push.failed_over_to, d.sms.id);
   t.equal(channels.primary.sms.callsFor(d.sms.id).length, 1);
+  const dlq = await core.api('GET', `/api/v1/admin/dlq?reason=retries_exhausted`, undefined, core.admin);
+  t.match(
+    dlq.body.dead_letters,
+    [{ delivery_id: d.push.id, channel: 'push', detail: /failed over to sms/ }],
+    'the push is in the dead-letter queue',
+  );
 
   // No phone: in-app.
   await putProfile(core, 'u2', { email: 'bob@example.test' });
   await addDevice(core, 'u2', 'tok-2');
   const r2 = await core.notify(shipped({ recipient_id: 'u2', idempotency_key: 'to-inbox' }));
   const s2 = await core.waitStatus(r2.body.notification_id, (s) => s.channels.in_app !== undefined && s.channels.in_app !== 'queued');
-  t.same(summary(s2), { status: 'sent', channels: { push: 'failed', in_app: 'sent' } });
+  t.same(summary(s2), { status: 'sent', channels: { push: 'dead_lettered', in_app: 'sent' } });
   t.match(s2.details.push.reason, /^failed_over_to_in_app: retries_exhausted/);
   t.equal(
     (await core.api('GET', '/api/v1/users/u2/notifications', undefined, core.user('u2'))).body.notifications.length,
@@ -169,9 +179,9 @@ t.test('high without a secondary provider: after its retries, push fails over on
   // A type that may not use SMS (marketing) goes in-app though u1 has a phone.
   const r3 = await core.notify(shipped({ event_type: 'marketing.spring', idempotency_key: 'promo' }));
   const s3 = await core.waitStatus(r3.body.notification_id, (s) => s.channels.in_app !== undefined && s.channels.in_app !== 'queued');
-  t.same(s3.channels, { push: 'failed', in_app: 'sent' }, 'marketing never fails over to SMS');
+  t.same(s3.channels, { push: 'dead_lettered', in_app: 'sent' }, 'marketing never fails over to SMS');
 
-  // Once: the SMS fails too; it does not fail over in turn, the push resumes and is dead-lettered.
+  // Once: the SMS fails too; it does not fail over in turn (nor does the push again).
   channels.primary.sms.script = () => retry;
   const r4 = await core.notify(shipped({ idempotency_key: 'both-fail' }));
   const s4 = await core.waitStatus(
@@ -181,7 +191,7 @@ t.test('high without a secondary provider: after its retries, push fails over on
   t.same(s4.channels, { push: 'dead_lettered', sms: 'dead_lettered' }, 'no in-app after the SMS: one failover per notification');
   const d4 = await deliveries(core, r4.body.notification_id);
   t.equal(channels.primary.sms.callsFor(d4.sms.id).length, 3, 'the SMS ran its own retries');
-  t.equal(channels.primary.push.callsFor(d4.push.id).length, 4, 'the push resumed for one more attempt, then the dead-letter queue');
+  t.equal(channels.primary.push.callsFor(d4.push.id).length, 3, 'the push was dead-lettered when it failed over, not resumed');
 
   // normal never changes channel.
   channels.primary.sms.script = (_m, ctx) => ({ ok: true, providerMessageId: `ok-${ctx.deliveryId}` });
