@@ -161,7 +161,14 @@ export class FeedbackWriter {
       const k = `${p.event.provider}\0${p.event.eventKey}`;
       if (!firstOf.has(k)) firstOf.set(k, i);
     });
+    // Inserted in key order, so two replicas' batches holding the same keys wait on each other
+    // rather than deadlock; applied below in order of arrival.
     const fresh = [...firstOf.values()].map((i) => ({ i, e: batch[i]!.event }));
+    const byKey = [...fresh].sort((a, b) => {
+      const ka = `${a.e.provider}\0${a.e.eventKey}`;
+      const kb = `${b.e.provider}\0${b.e.eventKey}`;
+      return ka < kb ? -1 : ka > kb ? 1 : 0;
+    });
     await withTransaction(this.#o.pool, async (client) => {
       const { rows } = await client.query<{ id: string; provider: string; event_key: string }>(
         `INSERT INTO provider_events (provider, event_key, provider_message_id, kind, provider_type, error_code, detail, result)
@@ -170,13 +177,13 @@ export class FeedbackWriter {
          ON CONFLICT (provider, event_key) DO NOTHING
          RETURNING id::text, provider, event_key`,
         [
-          fresh.map((f) => f.e.provider),
-          fresh.map((f) => f.e.eventKey),
-          fresh.map((f) => f.e.providerMessageId),
-          fresh.map((f) => f.e.kind),
-          fresh.map((f) => f.e.providerType.slice(0, 64)),
-          fresh.map((f) => f.e.errorCode ?? null),
-          fresh.map((f) => f.e.detail?.slice(0, 500) ?? null),
+          byKey.map((f) => f.e.provider),
+          byKey.map((f) => f.e.eventKey),
+          byKey.map((f) => f.e.providerMessageId),
+          byKey.map((f) => f.e.kind),
+          byKey.map((f) => f.e.providerType.slice(0, 64)),
+          byKey.map((f) => f.e.errorCode ?? null),
+          byKey.map((f) => f.e.detail?.slice(0, 500) ?? null),
         ],
       );
       const rowOf = new Map(rows.map((r) => [`${r.provider}\0${r.event_key}`, r.id]));
