@@ -16,6 +16,9 @@ import { providerMessageId } from '../../../notifier/channels/email-smtp.js';
 import { SandboxSns } from '../../../notifier/sandbox/sns.js';
 import { selfSignedCertificate } from '../../../notifier/sandbox/x509.js';
 import { decideOutcome, parseFaultProfile } from '../../../notifier/sandbox/faults.js';
+import { FeedbackWriter, type FeedbackMetrics } from '../../../notifier/feedback/writer.js';
+import type { Pool } from '../../../shared/db.js';
+import { testLogger } from '../../harness/log.js';
 
 const POLICY: CertPolicy = { hostPattern: /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/, httpHosts: ['127.0.0.1:8089'] };
 
@@ -317,4 +320,32 @@ t.test('the sandbox decides what a provider reports: the SES mailbox simulator, 
   t.throws(() => parseFaultProfile({ channel: 'sms', outcome: 'complaint' }), { code: 'invalid_field', field: 'outcome' });
   t.throws(() => parseFaultProfile({ channel: 'push', outcome: 'delivered' }), { code: 'invalid_field', field: 'outcome' });
   t.throws(() => parseFaultProfile({ channel: 'email', callback_reorder: 'yes' }), { code: 'invalid_field', field: 'callback_reorder' });
+});
+
+t.test('the feedback writer refuses past its queue (503, counted) instead of holding unbounded memory', async (t) => {
+  const rejected: string[] = [];
+  const metrics: FeedbackMetrics = {
+    webhookEvent: () => {},
+    webhookRejected: (_p, reason) => void rejected.push(reason),
+    unknownMessage: () => {},
+    suppressionAdded: () => {},
+    suppressedSend: () => {},
+  };
+  // A database that never answers: every event waits.
+  const pool = { connect: () => new Promise(() => {}) } as unknown as Pool;
+  const writer = new FeedbackWriter({ pool, metrics, log: testLogger('feedback'), maxItems: 2, maxQueued: 3, maxDelayMs: 1 });
+  const event = (k: string) => ({
+    provider: 'twilio' as const,
+    channel: 'sms' as const,
+    eventKey: k,
+    providerMessageId: 'SM1',
+    kind: 'delivered' as const,
+    providerType: 'delivered',
+    suppress: [],
+  });
+  for (const k of ['a', 'b', 'c', 'd', 'e']) void writer.submit(event(k)).catch(() => {});
+  await new Promise((r) => setTimeout(r, 20));
+  t.equal(writer.queued, 3, 'two in the batch being written, three waiting');
+  await t.rejects(writer.submit(event('f')), { code: 'unavailable' });
+  t.same(rejected, ['overloaded']);
 });
