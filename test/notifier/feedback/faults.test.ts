@@ -132,6 +132,16 @@ t.test('a rotated SNS certificate is fetched at its new URL; an unknown topic is
     'SignatureVersion 2 with the new certificate',
   );
   await rig.waitChannels(id, { email: 'delivered' });
+  // A permanent bounce after the Delivery: the mail system refused it later, and that wins.
+  const late = {
+    eventType: 'Bounce',
+    mail: { messageId },
+    bounce: { bounceType: 'Permanent', bouncedRecipients: [{ emailAddress: 'r@example.com' }] },
+  };
+  t.same((await post(url, sesBody(rig, late), SNS_HEADERS)).body, { result: 'moved' }, 'a Bounce after a Delivery moves it');
+  const row = (await rig.core.db.pool.query('SELECT status, delivered_at FROM deliveries WHERE notification_id = $1', [id])).rows[0];
+  t.equal(row.status, 'bounced');
+  t.ok(row.delivered_at, 'when it was delivered is kept');
   const other = {
     ...rig.sandbox.feedback.sns.envelope({ Type: 'Notification', Message: '{}' }),
     TopicArn: 'arn:aws:sns:us-east-1:1:other',
