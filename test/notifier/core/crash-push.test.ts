@@ -77,7 +77,8 @@ t.test('SIGKILL under a push load, three times: none lost, no duplicate on any d
     SMS_URL: sandbox.url,
     SMTP_URL: sandbox.smtpUrl,
     NOTIFIER_CONCURRENCY: `transactional=8,high=${CONCURRENCY},normal=8,low=8`,
-    NOTIFIER_SEND_TIMEOUT: '1s',
+    // 2 s: a send timing out under the restart's burst (then retried: a duplicate that is no crash's) stays unlikely.
+    NOTIFIER_SEND_TIMEOUT: '2s',
     NOTIFIER_JOB_EXPIRE: '2s',
     NOTIFIER_QUEUE_MAINTENANCE: '1s',
     NOTIFIER_RETRY_SCHEDULE: '200ms,500ms,1s',
@@ -147,7 +148,7 @@ t.test('SIGKILL under a push load, three times: none lost, no duplicate on any d
   for (let k = 0; k < KILLS; k++) {
     const before = sandbox.messages({ channel: 'push' }).length;
     const running = load();
-    await waitFor(() => sandbox.messages({ channel: 'push' }).length >= before + 250, {
+    await waitFor(() => sandbox.messages({ channel: 'push' }).length >= before + 200, {
       timeoutMs: 15_000,
       what: `pushes to be under way before kill ${k + 1}`,
     });
@@ -164,7 +165,7 @@ t.test('SIGKILL under a push load, three times: none lost, no duplicate on any d
     child = await start();
   }
   // The last stretch runs to its end.
-  stop = next + 100;
+  stop = next + 60;
   await load();
 
   await waitFor(
