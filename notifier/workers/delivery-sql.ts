@@ -57,7 +57,7 @@ export interface ClaimedDelivery {
   attempts: number;
   use_secondary: boolean;
   failed_over_to: string | null;
-  /** Another delivery failed over to this one: it does not fail over again (one failover per notification). */
+  /** Another delivery failed over to this one: it does not fail over in turn (no chain of failovers). */
   is_failover: boolean;
   /** `sending` when this claim took over an attempt whose worker died (the crash window). */
   previous_status: DeliveryStatus;

@@ -7,7 +7,7 @@
  *   5 s, 30 s, 2 min, 10 min), or the provider's Retry-After when that is longer (capped at an
  *   hour). After the last delay has been used, the delivery is dead-lettered with
  *   `retries_exhausted`, unless a secondary applies.
- * - Channel failover (`failover`, once per notification) goes to the channel policy/failover.ts
+ * - Channel failover (`failover`, once per delivery, never from a failover's own delivery) goes to the channel policy/failover.ts
  *   chose from the type's `failover` list (push → SMS when the user has a phone and the type allows
  *   SMS, else in-app, by default). A delivery whose own retries are spent (`after`) is dead-lettered
  *   as it fails over; one that fails over early (transactional push, refused credentials) ends

@@ -188,7 +188,7 @@ t.test('high without a secondary provider: after its retries, push fails over on
     r4.body.notification_id,
     (s) => s.channels.push === 'dead_lettered' && s.channels.sms === 'dead_lettered',
   );
-  t.same(s4.channels, { push: 'dead_lettered', sms: 'dead_lettered' }, 'no in-app after the SMS: one failover per notification');
+  t.same(s4.channels, { push: 'dead_lettered', sms: 'dead_lettered' }, 'no in-app after the SMS: a failover does not fail over in turn');
   const d4 = await deliveries(core, r4.body.notification_id);
   t.equal(channels.primary.sms.callsFor(d4.sms.id).length, 3, 'the SMS ran its own retries');
   t.equal(channels.primary.push.callsFor(d4.push.id).length, 3, 'the push was dead-lettered when it failed over, not resumed');
