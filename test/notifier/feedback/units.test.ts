@@ -11,11 +11,17 @@ import { CertCache, certUrlProblem, providerUrlProblem, type CertPolicy } from '
 import { isEnvelope, parseSnsEnvelope, stringToSign, verifySnsSignature } from '../../../notifier/feedback/sns.js';
 import { parseSesEvent } from '../../../notifier/feedback/ses-events.js';
 import { formParams, parseTwilioCallback, twilioSignature, twilioSignatureValid } from '../../../notifier/feedback/twilio.js';
-import { canApplyFeedback, channelStatus, FEEDBACK_FROM, type DeliveryStatus } from '../../../notifier/tracking/states.js';
+import {
+  canApplyFeedback,
+  channelStatus,
+  FEEDBACK_FROM,
+  type DeliveryStatus,
+  type FeedbackState,
+} from '../../../notifier/tracking/states.js';
 import { providerMessageId } from '../../../notifier/channels/email-smtp.js';
 import { SandboxSns } from '../../../notifier/sandbox/sns.js';
 import { selfSignedCertificate } from '../../../notifier/sandbox/x509.js';
-import { decideOutcome, parseFaultProfile } from '../../../notifier/sandbox/faults.js';
+import { decideOutcome, parseFaultProfile, seededRandom } from '../../../notifier/sandbox/faults.js';
 import { FeedbackWriter, type FeedbackMetrics } from '../../../notifier/feedback/writer.js';
 import type { Pool } from '../../../shared/db.js';
 import { testLogger } from '../../harness/log.js';
@@ -348,4 +354,32 @@ t.test('the feedback writer refuses past its queue (503, counted) instead of hol
   t.equal(writer.queued, 3, 'two in the batch being written, three waiting');
   await t.rejects(writer.submit(event('f')), { code: 'unavailable' });
   t.same(rejected, ['overloaded']);
+});
+
+t.test('property: replaying any event again later never changes where a delivery ends', async (t) => {
+  const random = seededRandom(15);
+  const states: FeedbackState[] = ['delivered', 'bounced', 'complained', 'undelivered', 'failed'];
+  const apply = (from: DeliveryStatus, events: readonly FeedbackState[]): DeliveryStatus =>
+    events.reduce<DeliveryStatus>((s, e) => (canApplyFeedback(s, e) ? e : s), from);
+  for (let run = 0; run < 2_000; run++) {
+    const start: DeliveryStatus = (['sent', 'delivered', 'opened'] as const)[Math.floor(random() * 3)]!;
+    const events = Array.from({ length: 1 + Math.floor(random() * 5) }, () => states[Math.floor(random() * states.length)]!);
+    const end = apply(start, events);
+    // Every event replayed once more, each at a random later position.
+    const originals = events.map((e) => ({ e }));
+    const replayed = [...originals];
+    for (const o of originals) {
+      const at = replayed.indexOf(o);
+      replayed.splice(at + 1 + Math.floor(random() * (replayed.length - at)), 0, { e: o.e });
+    }
+    const again = apply(
+      start,
+      replayed.map((x) => x.e),
+    );
+    if (again !== end) {
+      t.fail(`${start} + ${events.join(',')} ends ${end}, but with replays ${again}`);
+      return;
+    }
+  }
+  t.pass('2,000 random sequences');
 });
