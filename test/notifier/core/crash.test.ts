@@ -157,10 +157,14 @@ t.test('SIGKILL mid-load: nothing accepted is lost, no provider sees a delivery 
   );
   const inboxDups = await db.pool.query(`SELECT delivery_id FROM inbox_items GROUP BY delivery_id HAVING count(*) > 1`);
   t.equal(inboxDups.rowCount, 0, 'no in-app item twice');
+  // An attempt that timed out is the same window without a crash (the provider may have taken it):
+  // a delivery tried more than once may be at the provider twice; one tried once and not caught by
+  // a kill never is.
+  const retried = new Set((await db.pool.query<{ id: string }>(`SELECT id FROM deliveries WHERE attempts > 1`)).rows.map((r) => r.id));
   t.same(
-    dups.filter((d) => !inWindow.has(d.delivery_id)),
+    dups.filter((d) => !inWindow.has(d.delivery_id) && !retried.has(d.delivery_id)),
     [],
-    `push and e-mail duplicates only from the crash window (${dups.length} of ${inWindow.size} in-flight sends)`,
+    `push and e-mail duplicates only from the crash window or a timed-out attempt (${dups.length}; ${inWindow.size} in flight at the kill, ${retried.size} retried)`,
   );
   const smsSent = sandbox.messages({ channel: 'sms' }).length;
   const smsDeliveries = (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE channel = 'sms'`)).rows[0].n;
