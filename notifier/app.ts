@@ -41,6 +41,7 @@ import { CAMPAIGN_STOP_CHANNEL, CampaignPump, CampaignWorker, fanoutLag, KillSwi
 import { DeliveryWorker, leaseMs, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
 import { RoutingWorker, type RouteJob } from './workers/route.js';
 import { PgListener } from '../shared/pg-listener.js';
+import { loadRamps, ProviderMeter, ProviderRamp, RAMP_CHANNEL, registerRampRoutes } from './ramp/index.js';
 import { loadPreferences, PreferenceCache, PREFERENCES_CHANNEL, registerPreferenceRoutes } from './preferences/index.js';
 import type { PolicySettings } from './policy/table.js';
 import { Reconciler } from './workers/reconcile.js';
@@ -173,9 +174,14 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
   });
   // The kill switch of this replica (built with the workers; notifier/campaigns/kill-switch.ts).
   let killSwitch: KillSwitch | undefined;
+  // Which provider of a channel takes a delivery (notifier/ramp), built with the channels.
+  let ramp: ProviderRamp | undefined;
+  const rampReload = (): void => {
+    void ramp?.reload().catch((err: unknown) => log.warn({ err }, 'provider ramp: rereading the weights failed'));
+  };
   const listener = new PgListener({
     url: requireDatabaseUrl(config.DATABASE_URL, 'notifier'),
-    channels: [PREFERENCES_CHANNEL, CAMPAIGN_STOP_CHANNEL],
+    channels: [PREFERENCES_CHANNEL, CAMPAIGN_STOP_CHANNEL, RAMP_CHANNEL],
     applicationName: 'notifier:listen',
     log,
     onNotification: (channel, payload) => {
@@ -183,12 +189,14 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         void killSwitch
           ?.onStop(payload)
           .catch((err: unknown) => log.warn({ err, campaign: payload }, 'kill switch: handling a stop failed'));
-      } else preferences.invalidate(payload);
+      } else if (channel === RAMP_CHANNEL) rampReload();
+      else preferences.invalidate(payload);
     },
     onConnect: () => {
       preferences.clear();
       // A stop sent while this connection was down was missed: read them all again.
       void killSwitch?.reload().catch((err: unknown) => log.warn({ err }, 'kill switch: reloading the stopped campaigns failed'));
+      rampReload();
     },
   });
   const segmentCleanup = new SegmentCleanup({ pool, log, staleMs: UPLOAD_STALE_MS });
@@ -221,6 +229,16 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
             registry,
             smsStatusCallback: `${config.NOTIFIER_PUBLIC_URL.replace(/\/+$/, '')}${TWILIO_WEBHOOK_PATH}`,
           }));
+    const providers = new ProviderRamp({
+      channels,
+      load: () => loadRamps(pool),
+      testRecipients: { email: config.NOTIFIER_RAMP_TEST_EMAILS ?? [], sms: config.NOTIFIER_RAMP_TEST_PHONES ?? [] },
+      meter: new ProviderMeter(registry, config.PROVIDER_COSTS ?? new Map()),
+      pollMs: config.NOTIFIER_RAMP_POLL,
+      log,
+    });
+    ramp = providers;
+    await providers.start();
 
     if (config.NOTIFIER_WORKERS) {
       const directory: Directory = {
@@ -262,6 +280,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           unavailableRetryMs: config.NOTIFIER_RETRY_SCHEDULE[0] ?? 1_000,
         },
         isStopped: (campaignId) => killSwitch?.isStopped(campaignId) ?? false,
+        providers,
       });
       killSwitch = new KillSwitch({
         pool,
@@ -406,6 +425,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           log,
         });
         registerSuppressionRoutes(app, edge, { pool, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, log });
+        registerRampRoutes(app, edge, { pool, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, ramp: providers });
         registerTemplateRoutes(app, edge, pool, caller);
         registerProfileRoutes(app, edge, pool, caller);
         registerDeviceRoutes(app, edge, pool, caller);
@@ -431,6 +451,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     await feedback.close().catch(() => {});
     await segmentCleanup.stop();
     await boss?.stop({ graceful: false, close: false }).catch(() => {});
+    ramp?.close();
     await channels?.close?.().catch(() => {});
     await listener.close();
     caller.close();
@@ -463,6 +484,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           .catch((err: unknown) => {
             log.warn({ err }, 'pg-boss did not stop cleanly');
           });
+        ramp?.close();
         await channels?.close?.().catch((err: unknown) => log.warn({ err }, 'closing the channels failed'));
         await listener.close();
         caller.close();

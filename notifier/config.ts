@@ -58,6 +58,10 @@ export const notifierConfig = pick(ENV, [
   'NOTIFIER_QUIET_HOURS_TIERS',
   'NOTIFIER_PREFERENCES_TTL',
   'NOTIFIER_PREFERENCES_TIMEOUT',
+  // the provider ramp (notifier/ramp)
+  'NOTIFIER_RAMP_TEST_EMAILS',
+  'NOTIFIER_RAMP_TEST_PHONES',
+  'NOTIFIER_RAMP_POLL',
   // the provider clients (notifier/channels)
   ...CHANNEL_ENV_NAMES,
 ]);

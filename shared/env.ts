@@ -7,6 +7,12 @@ import { bool, bytes, duration, int, list, nonEmpty, num, oneOf, port, url, type
 import { readServiceAccountKey } from './service-account.js';
 import { DEFAULT_NOTIFICATION_TYPES, parseTypeCatalog } from '../notifier/policy/types.js';
 
+/** A provider's name (the `*_RAMP_NAME`s): it labels metrics and delivery records. */
+function providerName(raw: string): string {
+  if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(raw)) throw new Error('must be a provider name: lower-case letters, digits, - and _, at most 32');
+  return raw;
+}
+
 const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
 /** `transactional=32,high=64,normal=32,low=16`: a value per notifier priority tier, every tier named once. */
@@ -887,6 +893,20 @@ export const ENV = {
     description: 'Base URL of a secondary FCM v1 push provider for failover (same project and token); unset, none',
     parse: url(['http', 'https']),
   }),
+  FCM_RAMP_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      'Base URL of a new FCM v1 push provider ramped in beside FCM_URL (same project and token), by the weights of the operator API (README, "Replacing a provider"); unset, none',
+    parse: url(['http', 'https']),
+  }),
+  FCM_RAMP_NAME: v({
+    default: 'fcm-ramp',
+    services: ['notifier'],
+    description: 'Name of the FCM_RAMP_URL provider in metrics, delivery records and the operator API',
+    parse: providerName,
+  }),
   SMTP_URL: v({
     default: 'smtp://127.0.0.1:8090',
     secret: true,
@@ -901,6 +921,20 @@ export const ENV = {
     services: ['notifier'],
     description: 'A secondary SMTP server for failover, same form as SMTP_URL; unset, none',
     parse: url(['smtp', 'smtps']),
+  }),
+  SMTP_RAMP_URL: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['notifier'],
+    description: 'A new SMTP server ramped in beside SMTP_URL, same form, by the weights of the operator API; unset, none',
+    parse: url(['smtp', 'smtps']),
+  }),
+  SMTP_RAMP_NAME: v({
+    default: 'smtp-ramp',
+    services: ['notifier'],
+    description: 'Name of the SMTP_RAMP_URL provider in metrics, delivery records and the operator API',
+    parse: providerName,
   }),
   SMTP_FROM: v({
     default: 'Notifications <notifications@example.test>',
@@ -931,6 +965,20 @@ export const ENV = {
     description: 'Base URL of a secondary Twilio-style SMS provider for failover (same account); unset, none',
     parse: url(['http', 'https']),
   }),
+  SMS_RAMP_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      'Base URL of a new Twilio-style SMS provider ramped in beside SMS_URL (same account), by the weights of the operator API; unset, none',
+    parse: url(['http', 'https']),
+  }),
+  SMS_RAMP_NAME: v({
+    default: 'twilio-ramp',
+    services: ['notifier'],
+    description: 'Name of the SMS_RAMP_URL provider in metrics, delivery records and the operator API',
+    parse: providerName,
+  }),
   SMS_ACCOUNT_SID: v({
     default: 'ACsandbox',
     services: ['notifier', 'sandbox'],
@@ -955,6 +1003,54 @@ export const ENV = {
     services: ['notifier'],
     description: 'Keep-alive connections per HTTP provider (push, SMS); each provider has its own pool',
     parse: int(1, 10_000),
+  }),
+  PROVIDER_COSTS: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      'Cost of one accepted send per provider, `name=cost` comma-separated (e.g. `twilio=0.0079,twilio-ramp=0.0065`), counted in `provider_cost_total`; a provider not listed costs 0',
+    parse: (raw) => {
+      const out = new Map<string, number>();
+      for (const [i, item] of raw
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x !== '')
+        .entries()) {
+        const m = /^([a-z0-9][a-z0-9_-]{0,31})=(\d+(?:\.\d+)?)$/.exec(item);
+        if (!m) throw new Error(`item ${i + 1}: must be name=cost, e.g. twilio=0.0079`);
+        out.set(m[1]!, Number(m[2]));
+      }
+      return out;
+    },
+  }),
+  NOTIFIER_RAMP_TEST_EMAILS: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      'Test addresses the shadow copies of e-mail go to during a provider ramp (comma-separated; never the user); unset, no e-mail shadow',
+    parse: list((raw) => {
+      if (!/^[^@\s]+@[^@\s]+$/.test(raw)) throw new Error('must be an e-mail address');
+      return raw;
+    }),
+  }),
+  NOTIFIER_RAMP_TEST_PHONES: v({
+    default: undefined,
+    optional: true,
+    services: ['notifier'],
+    description:
+      'Test numbers (E.164) the shadow copies of SMS go to during a provider ramp (comma-separated; never the user); unset, no SMS shadow',
+    parse: list((raw) => {
+      if (!/^\+[1-9]\d{6,14}$/.test(raw)) throw new Error('must be an E.164 phone number');
+      return raw;
+    }),
+  }),
+  NOTIFIER_RAMP_POLL: v({
+    default: '30s',
+    services: ['notifier'],
+    description: 'How often each replica rereads the provider weights without a NOTIFY (a missed one is caught up within this)',
+    parse: duration,
   }),
   PROVIDER_CONNECT_TIMEOUT: v({
     default: '3s',

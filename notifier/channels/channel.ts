@@ -71,6 +71,11 @@ export interface SendContext {
    * `retry`/`timeout` without calling the provider.
    */
   deadlineMs: number;
+  /**
+   * Validate only, deliver nothing: push sends FCM's `validate_only: true` (a provider ramp's
+   * shadow copy, notifier/ramp). Other channels have no dry run and ignore it.
+   */
+  dryRun?: boolean;
 }
 
 /**

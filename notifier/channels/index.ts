@@ -5,6 +5,7 @@
  * failover. See channel.ts for the interface every channel implements.
  */
 import { systemClock, type Clock } from '../../shared/clock.js';
+import { ConfigError } from '../../shared/config.js';
 import type { Registry } from '../../shared/metrics.js';
 import type { Channel, ChannelName } from './channel.js';
 import type { GuardDeps } from './breaker.js';
@@ -41,6 +42,11 @@ export interface ChannelSet {
   readonly primary: Readonly<Record<ChannelName, Channel>>;
   /** Secondary providers of the same channel (FCM_SECONDARY_URL, SMTP_SECONDARY_URL, SMS_SECONDARY_URL). */
   readonly secondary: Readonly<Partial<Record<'push' | 'email' | 'sms', Channel>>>;
+  /**
+   * New providers being ramped in beside the primaries (FCM_RAMP_URL, SMTP_RAMP_URL, SMS_RAMP_URL,
+   * named by the `*_RAMP_NAME`s): which deliveries they take is notifier/ramp's.
+   */
+  readonly ramp: Readonly<Partial<Record<'push' | 'email' | 'sms', Channel>>>;
   /** Every channel, primaries first. */
   all(): Channel[];
   /** Closes every channel's connections. */
@@ -105,10 +111,25 @@ export function createChannels(config: ChannelsConfig, deps: ChannelDeps): Chann
   if (config.FCM_SECONDARY_URL) secondary.push = push('fcm-secondary', config.FCM_SECONDARY_URL);
   if (config.SMTP_SECONDARY_URL) secondary.email = email('smtp-secondary', config.SMTP_SECONDARY_URL);
   if (config.SMS_SECONDARY_URL) secondary.sms = sms('twilio-secondary', config.SMS_SECONDARY_URL);
-  const all = (): Channel[] => [...Object.values(primary), ...Object.values(secondary)];
+  const ramp: Partial<Record<'push' | 'email' | 'sms', Channel>> = {};
+  if (config.FCM_RAMP_URL) ramp.push = push(config.FCM_RAMP_NAME, config.FCM_RAMP_URL);
+  if (config.SMTP_RAMP_URL) ramp.email = email(config.SMTP_RAMP_NAME, config.SMTP_RAMP_URL);
+  if (config.SMS_RAMP_URL) ramp.sms = sms(config.SMS_RAMP_NAME, config.SMS_RAMP_URL);
+  // A provider's name keys its breaker, its metrics and the delivery records: two of one channel
+  // under one name would be indistinguishable.
+  for (const c of ['push', 'email', 'sms'] as const) {
+    const names = [primary[c], secondary[c], ramp[c]].flatMap((ch) => (ch ? [ch.provider] : []));
+    const twice = names.find((n, i) => names.indexOf(n) !== i);
+    if (twice !== undefined) {
+      const v = { push: 'FCM_RAMP_NAME', email: 'SMTP_RAMP_NAME', sms: 'SMS_RAMP_NAME' }[c];
+      throw new ConfigError(v, `names ${twice}, already the name of another ${c} provider`);
+    }
+  }
+  const all = (): Channel[] => [...Object.values(primary), ...Object.values(secondary), ...Object.values(ramp)];
   return {
     primary,
     secondary,
+    ramp,
     all,
     async close() {
       await Promise.all(all().map((c) => c.close()));

@@ -150,12 +150,14 @@ function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
  * overrides: FCM applies only the one of the token's platform, so the registry's `platform` is not
  * needed here (and a token registered under the wrong platform still gets its replace identifier).
  */
-export function fcmMessage(msg: OutboundMessage, ctx: SendContext): { message: Record<string, unknown> } {
+export function fcmMessage(msg: OutboundMessage, ctx: SendContext): { message: Record<string, unknown>; validate_only?: true } {
   const urgent = msg.tier === 'transactional' || msg.tier === 'high';
   const notification: Record<string, string> = { body: msg.body };
   if (msg.title !== undefined) notification.title = msg.title;
   const ids = replaceIds(ctx.deliveryId);
   return {
+    // A dry run (a provider ramp's shadow copy): FCM validates the request and delivers nothing.
+    ...(ctx.dryRun === true && { validate_only: true as const }),
     message: {
       token: msg.to,
       notification,

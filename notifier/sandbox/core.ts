@@ -25,7 +25,7 @@ export interface SandboxCredentials {
 }
 
 /** Label values of `sandbox_requests_total{outcome}`. */
-export type RequestOutcome = 'accepted' | 'duplicate' | 'error' | 'timeout' | 'lost' | 'rejected';
+export type RequestOutcome = 'accepted' | 'duplicate' | 'error' | 'timeout' | 'lost' | 'rejected' | 'validated';
 
 export class SandboxCore {
   readonly store: MessageStore;
@@ -117,18 +117,20 @@ export class SandboxCore {
   /**
    * Plays out a fault decision: waits the latency, then answers with `accept()` (which records the
    * message) or `fail(error)`; a timeout holds the request and then answers `timedOut()` (the client
-   * has normally given up by then); a lost answer records the message, then holds.
+   * has normally given up by then); a lost answer records the message, then holds. `accepted`
+   * names what an accepted request is counted as (`validated` for an FCM dry run).
    */
   async applyFault<T>(
     channel: SandboxChannel,
     provider: string,
     outcome: FaultOutcome,
     handlers: { accept: () => T; fail: (error: FaultError, retryAfterS: number | undefined) => T; timedOut: () => T },
+    accepted: RequestOutcome = 'accepted',
   ): Promise<T> {
     switch (outcome.kind) {
       case 'pass':
         await this.wait(outcome.latencyMs);
-        this.count(channel, provider, 'accepted');
+        this.count(channel, provider, accepted);
         return handlers.accept();
       case 'error':
         await this.wait(outcome.latencyMs);

@@ -8,7 +8,10 @@
  * idempotency key and de-duplicates nothing: a repeated send is a second message. It keeps the
  * identifiers by which the device replaces a shown notification (`apns-collapse-id`,
  * `android.notification.tag`, `webpush.notification.tag`), which the display model (display.ts)
- * applies per the token's platform.
+ * applies per the token's platform. A request with `validate_only: true` is FCM's dry run: checked
+ * (credentials, the message, the injected faults) and answered like a send, with FCM's
+ * `projects/{p}/messages/fake_message_id`, but nothing is stored or displayed; it is counted as
+ * `sandbox_requests_total{outcome="validated"}`.
  */
 import type { EdgeOptions, Reply, RequestContext } from '../../shared/http.js';
 import { route } from '../../shared/http.js';
@@ -103,6 +106,11 @@ async function send(core: SandboxCore, ctx: RequestContext, provider: string, pr
     return invalid('message', 'Invalid JSON payload received.');
   }
   const message = (parsed as { message?: unknown } | null)?.message;
+  const validateOnly = (parsed as { validate_only?: unknown } | null)?.validate_only;
+  if (validateOnly !== undefined && typeof validateOnly !== 'boolean') {
+    core.count('push', provider, 'rejected');
+    return invalid('validate_only', "Invalid value at 'validate_only': must be a boolean.");
+  }
   if (message === null || typeof message !== 'object') {
     core.count('push', provider, 'rejected');
     return invalid('message', 'Request contains an invalid argument: message is required.');
@@ -133,6 +141,20 @@ async function send(core: SandboxCore, ctx: RequestContext, provider: string, pr
   }
   const token = m.token;
   const deliveryId = data.delivery_id;
+  if (validateOnly === true) {
+    // A dry run: the same checks and faults, nothing delivered.
+    return core.applyFault<Reply>(
+      'push',
+      provider,
+      core.decide('push', provider, token),
+      {
+        accept: () => ({ body: { name: `projects/${project}/messages/fake_message_id` } }),
+        fail: (error, retryAfterS) => fcmError(FAILURES[error], retryAfterS),
+        timedOut: () => fcmError(FAILURES.UNAVAILABLE),
+      },
+      'validated',
+    );
+  }
   core.store.request('push', provider, deliveryId, token);
   return core.applyFault<Reply>('push', provider, core.decide('push', provider, token), {
     accept: () => {

@@ -59,13 +59,15 @@ import { suppressedReason } from '../feedback/suppressions.js';
 import { claimAndCheck, typeOfDelivery, type ClaimOptions } from './claim.js';
 import { failoverTarget } from '../policy/failover.js';
 import { combineTokenResults, nextStep, retryDelay, type AttemptOutcome, type DeadLetterReason, type TokenResult } from './retry-policy.js';
+import type { ProviderRamp, ShadowPlan } from '../ramp/providers.js';
 
 export type { DeliveryJob } from '../queues/wake-ups.js';
 
-/** The primary channel of each kind and the configured secondaries (notifier/channels/index.ts). */
+/** The primary channel of each kind, the configured secondaries and new providers being ramped in (notifier/channels/index.ts). */
 export interface Channels {
   readonly primary: Readonly<Partial<Record<ChannelName, Channel>>>;
   readonly secondary: Readonly<Partial<Record<ChannelName, Channel>>>;
+  readonly ramp?: Readonly<Partial<Record<ChannelName, Channel>>>;
 }
 
 /**
@@ -114,6 +116,11 @@ export interface DeliveryWorkerOptions {
   policy: Pick<ClaimOptions, 'catalog' | 'settings' | 'prefsTimeoutMs' | 'unavailableRetryMs'>;
   /** Has this replica heard that the campaign was stopped (notifier/campaigns/kill-switch.ts)? */
   isStopped?: (campaignId: string | null) => boolean;
+  /**
+   * Which provider of a channel takes a delivery, its same-channel failover, shadow copies and the
+   * per-provider metrics (notifier/ramp). Absent: the primary, then the configured secondary.
+   */
+  providers?: ProviderRamp;
 }
 
 /**
@@ -161,6 +168,7 @@ export class DeliveryWorker {
   readonly #leaseMs: number;
   readonly #sent: SentBatch;
   readonly #claims = new Set<Promise<unknown>>();
+  readonly #shadows = new Set<Promise<void>>();
 
   constructor(opts: DeliveryWorkerOptions) {
     this.#o = opts;
@@ -186,6 +194,23 @@ export class DeliveryWorker {
       this.#o.log.warn({ err }, 'reading the recipients of a batch failed; each send reads its own');
       return { deliveries };
     }
+  }
+
+  /** Shadow copies still in flight (a provider ramp's, never awaited by a delivery). */
+  shadowsInFlight(): Promise<void>[] {
+    return [...this.#shadows];
+  }
+
+  /** The provider that takes this delivery's live sends (the new one of a ramp for its share). */
+  #live(d: ClaimedDelivery): Channel | undefined {
+    const o = this.#o;
+    return o.providers ? o.providers.live(d.channel, d.id) : o.channels.primary[d.channel];
+  }
+
+  /** The other provider of the same channel: the `secondary` step's. */
+  #alternate(d: ClaimedDelivery, live: Channel | undefined): Channel | undefined {
+    const o = this.#o;
+    return o.providers ? o.providers.alternate(d.channel, live) : o.channels.secondary[d.channel];
   }
 
   /** The claims under way now: the kill switch waits for them before it acknowledges a stop. */
@@ -292,8 +317,8 @@ export class DeliveryWorker {
   /** Renders and sends; returns the writes that record the outcome. */
   async #attempt(d: ClaimedDelivery, known: Recipients | undefined): Promise<Finish> {
     const o = this.#o;
-    const primary = o.channels.primary[d.channel];
-    const channel = d.use_secondary ? (o.channels.secondary[d.channel] ?? primary) : primary;
+    const live = this.#live(d);
+    const channel = d.use_secondary ? (this.#alternate(d, live) ?? live) : live;
     if (!channel) {
       return this.#decide(d, { kind: 'permanent', reason: 'provider_rejected', detail: `no ${d.channel} channel is configured` }, 'none');
     }
@@ -347,6 +372,8 @@ export class DeliveryWorker {
     if (d.channel === 'push' || d.channel === 'in_app') {
       msg.data = { notification_id: d.notification_id, delivery_id: d.id, event_type: d.event_type };
     }
+    // A shadow copy (a provider ramp's) carries no open pixel: a test recipient's open is not the user's.
+    const shadowMsg: OutboundMessage = { ...msg };
     if (d.channel === 'email' && msg.html !== undefined) msg.html = withPixel(msg.html, signedPixelUrl(o.pixel, d.id));
 
     // Rendering took a moment: a stop heard meanwhile still keeps this send from the provider.
@@ -355,15 +382,34 @@ export class DeliveryWorker {
 
     const deadlineMs = o.sendTimeoutMs;
     const call = async (to: string, idempotencyKey: string): Promise<SendResult> => {
+      const started = o.clock.now();
       const r = await channel.send({ ...msg, to }, { deliveryId: d.id, idempotencyKey, deadlineMs });
       o.metrics.providerCall(channel.provider, isProviderFailure(r));
+      o.providers?.meter.measure({
+        channel: d.channel,
+        provider: channel.provider,
+        shadow: false,
+        seconds: (o.clock.now() - started) / 1000,
+        result: r,
+      });
       return r;
+    };
+    // A share of the old provider's first attempts is also sent to a new provider being ramped in,
+    // where it reaches no one: measured, never awaited, never recorded on the delivery.
+    const plan =
+      !d.use_secondary && d.attempts === 1 && channel === o.channels.primary[d.channel]
+        ? o.providers?.shadow(d.channel, d.id, d.priority)
+        : undefined;
+    const shadow = (to: string): void => {
+      if (plan) this.#shadow(d, plan, { ...shadowMsg, to: plan.to ?? to });
     };
 
     let outcome: AttemptOutcome;
     switch (d.channel) {
       case 'push': {
         const tokens = allTokens.get(d.recipient_id) ?? [];
+        // One dry run per delivery, to its first device: enough to measure the new provider.
+        if (tokens[0] !== undefined) shadow(tokens[0]);
         const results = (await Promise.all(tokens.map((t) => call(t, `${d.id}:${tokenHash(t)}`)))) as TokenResult[];
         const combined = combineTokenResults(results);
         for (const token of combined.deadTokens) {
@@ -394,6 +440,7 @@ export class DeliveryWorker {
           };
           break;
         }
+        shadow(to);
         outcome = toOutcome(await call(to, d.id));
         break;
       }
@@ -407,13 +454,15 @@ export class DeliveryWorker {
   /** Turns an attempt's outcome into the writes that record it and schedule what follows. */
   #decide(d: ClaimedDelivery, outcome: AttemptOutcome, provider: string, profile?: Profile): Finish {
     const o = this.#o;
+    const live = this.#live(d);
     const step = nextStep(outcome, {
       tier: d.priority,
       channel: d.channel,
       attempts: d.attempts,
       scheduleMs: o.retryScheduleMs,
       usedSecondary: d.use_secondary,
-      hasSecondary: o.channels.secondary[d.channel] !== undefined,
+      hasSecondary: this.#alternate(d, live) !== undefined,
+      onNewProvider: live !== undefined && o.providers?.isNew(d.channel, live) === true,
       failedOver: d.failed_over_to !== null || d.is_failover,
       // The type's failover list under the type × tier table (marketing never goes out by SMS),
       // to a channel configured here that the recipient has an address on.
@@ -511,6 +560,33 @@ export class DeliveryWorker {
       if ((r.rowCount ?? 0) > 0) o.metrics.suppressedSend(d.channel);
       return [];
     });
+  }
+
+  /**
+   * Sends a shadow copy to a new provider: a push dry run to the user's device, or an e-mail or SMS
+   * to a test recipient, under its own delivery id (`<id>.shadow`), so nothing the provider
+   * reports about it joins the delivery. Measured, with `shadow="true"`; its result changes nothing.
+   */
+  #shadow(d: ClaimedDelivery, plan: ShadowPlan, msg: OutboundMessage): void {
+    const o = this.#o;
+    const meter = o.providers?.meter;
+    const id = `${d.id}.shadow`;
+    const started = o.clock.now();
+    const p = plan.channel
+      .send(msg, { deliveryId: id, idempotencyKey: id, deadlineMs: o.sendTimeoutMs, dryRun: plan.dryRun })
+      .then((result) => {
+        meter?.measure({
+          channel: d.channel,
+          provider: plan.channel.provider,
+          shadow: true,
+          dryRun: plan.dryRun,
+          seconds: (o.clock.now() - started) / 1000,
+          result,
+        });
+      })
+      .catch((err: unknown) => o.log.warn({ err, delivery: d.id, provider: plan.channel.provider }, 'a shadow send failed'))
+      .finally(() => this.#shadows.delete(p));
+    this.#shadows.add(p);
   }
 
   /** Leaves the delivery `sending` with its lease already spent and comes back on the retry schedule to ask again. */

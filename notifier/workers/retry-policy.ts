@@ -21,6 +21,9 @@
  *   `secondary_failed`). The secondary is also tried at once when the primary refuses our
  *   credentials (`provider_auth_failed`), which no amount of retrying fixes; without one, such a
  *   refusal fails over at once.
+ * - A provider being ramped in (notifier/ramp): for a delivery on it, the channel's old provider
+ *   is the secondary, for every tier (the old integration stays the failover of the new one), and
+ *   a transactional push tries it at once before failing over to another channel.
  * - Any other permanent failure (bad address, no device token, message refused) fails the
  *   delivery: there is nothing to retry and nothing to re-drive, and it is about this message or
  *   this recipient, not a failing provider, so it does not change channel.
@@ -42,8 +45,13 @@ export interface AttemptContext {
   scheduleMs: readonly number[];
   /** This attempt went to the secondary provider. */
   usedSecondary: boolean;
-  /** The channel has a secondary provider configured. */
+  /** The channel has a secondary provider configured (for an attempt on a ramped-in provider: its old provider). */
   hasSecondary: boolean;
+  /**
+   * This attempt went to a new provider being ramped in (notifier/ramp): its old provider is its
+   * secondary whatever the tier, and a transactional push tries it before changing channel.
+   */
+  onNewProvider?: boolean;
   /** This delivery already failed over once. */
   failedOver: boolean;
   /** The channel a failover would go to (policy/failover.ts), undefined when none applies. */
@@ -77,8 +85,13 @@ export function nextStep(outcome: AttemptOutcome, ctx: AttemptContext): NextStep
       ? undefined
       : (after?: After): NextStep =>
           after ? { do: 'failover', to, reason: outcome.reason, after } : { do: 'failover', to, reason: outcome.reason };
-  if (failover && ctx.tier === 'transactional' && ctx.channel === 'push') return failover();
-  const secondaryAllowed = SECONDARY_TIERS.includes(ctx.tier) && ctx.hasSecondary && !ctx.usedSecondary;
+  const secondaryAllowed = (SECONDARY_TIERS.includes(ctx.tier) || ctx.onNewProvider === true) && ctx.hasSecondary && !ctx.usedSecondary;
+  if (failover && ctx.tier === 'transactional' && ctx.channel === 'push') {
+    // A new provider failing (not the message): its old provider first, at once.
+    const providerFailed = outcome.kind === 'retry' || outcome.reason === 'provider_auth_failed';
+    if (ctx.onNewProvider === true && secondaryAllowed && providerFailed) return { do: 'secondary', reason: outcome.reason };
+    return failover();
+  }
 
   if (outcome.kind === 'permanent') {
     if (outcome.reason === 'provider_auth_failed' && secondaryAllowed) return { do: 'secondary', reason: outcome.reason };
