@@ -248,3 +248,51 @@ t.test('the operator API: roles, validation, channels without a new provider or 
     ],
   );
 });
+
+t.test('an SMS shadow copy goes to a test number, never the user, and a transactional SMS has none', async (t) => {
+  const TEST_PHONE = '+15550000001';
+  const sandbox = await startSandbox();
+  t.teardown(() => sandbox.close(1000));
+  const core = await startCore(t, 'ramp_sms_shadow', {
+    env: {
+      FCM_URL: sandbox.url,
+      SMS_URL: sandbox.url,
+      SMS_RAMP_URL: `${sandbox.url}/providers/sms-b`,
+      SMS_RAMP_NAME: 'sms-b',
+      NOTIFIER_RAMP_TEST_PHONES: TEST_PHONE,
+      SMTP_URL: sandbox.smtpUrl,
+    },
+  });
+  await createTemplate(core, 'code_v1');
+  const r = await core.api('PUT', '/api/v1/admin/providers/sms', { weights: { twilio: 100, 'sms-b': 0 }, shadow_percent: 100 }, core.admin);
+  t.equal(r.status, 200);
+  t.equal(r.body.shadow, 'test_recipients');
+  const send = async (user: string, priority: string): Promise<string> => {
+    await putProfile(core, user, { locale: 'en', phone: `+1555123${String(++users).padStart(4, '0')}` });
+    const n = await core.notify(request({ recipient_id: user, channels: ['sms'], priority }));
+    t.equal(n.status, 202);
+    await core.waitStatus(n.body.notification_id, (s) => s.channels.sms === 'sent');
+    const { rows } = await core.db.pool.query<{ id: string; provider: string }>(
+      "SELECT id, provider FROM deliveries WHERE notification_id = $1 AND channel = 'sms'",
+      [n.body.notification_id],
+    );
+    t.equal(rows[0]!.provider, 'twilio', 'the delivery records the old provider');
+    return rows[0]!.id;
+  };
+  const transactional = await send('sms-t', 'transactional');
+  const high = [await send('sms-h1', 'high'), await send('sms-h2', 'high')];
+  const shadows = await waitFor(() => {
+    const m = sandbox.messages({ channel: 'sms', provider: 'sms-b' });
+    return m.length >= 2 ? m : undefined;
+  });
+  t.same(
+    shadows.map((m) => m.to),
+    [TEST_PHONE, TEST_PHONE],
+    'each shadow copy went to the test number',
+  );
+  t.same(shadows.map((m) => m.delivery_id).sort(), high.map((id) => `${id}.shadow`).sort(), 'one per high delivery, under its own id');
+  t.equal(sandbox.messages({ channel: 'sms', delivery_id: `${transactional}.shadow` }).length, 0, 'no copy of a transactional SMS');
+  for (const id of [transactional, ...high]) {
+    t.equal(sandbox.messages({ channel: 'sms', provider: 'primary', delivery_id: id }).length, 1, 'the user got one SMS');
+  }
+});
