@@ -21,7 +21,7 @@ t.test('ramp providers are built beside the primaries', async (t) => {
 
 t.test('PROVIDER_COSTS: name=cost pairs, one message naming the bad item', async (t) => {
   t.same(
-    [...loadConfig(channelsConfig, { PROVIDER_COSTS: 'twilio=0.0079, sms-b=0.0065' }).PROVIDER_COSTS!],
+    [...loadConfig(channelsConfig, { PROVIDER_COSTS: 'twilio=0.0079, sms-b=0.0065' }).PROVIDER_COSTS],
     [
       ['twilio', 0.0079],
       ['sms-b', 0.0065],
