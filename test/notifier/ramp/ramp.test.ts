@@ -296,3 +296,40 @@ t.test('an SMS shadow copy goes to a test number, never the user, and a transact
     t.equal(sandbox.messages({ channel: 'sms', provider: 'primary', delivery_id: id }).length, 1, 'the user got one SMS');
   }
 });
+
+t.test('an e-mail shadow copy goes to a test address, without the open pixel', async (t) => {
+  const TEST_EMAIL = 'ramp-test@test.example';
+  const sandbox = await startSandbox();
+  t.teardown(() => sandbox.close(1000));
+  // The sandbox has one SMTP provider: both point at it, and the copies are told apart by address.
+  const core = await startCore(t, 'ramp_email_shadow', {
+    env: {
+      FCM_URL: sandbox.url,
+      SMS_URL: sandbox.url,
+      SMTP_URL: sandbox.smtpUrl,
+      SMTP_RAMP_URL: sandbox.smtpUrl,
+      SMTP_RAMP_NAME: 'smtp-b',
+      NOTIFIER_RAMP_TEST_EMAILS: TEST_EMAIL,
+    },
+  });
+  await createTemplate(core, 'code_v1');
+  const r = await core.api('PUT', '/api/v1/admin/providers/email', { shadow_percent: 100 }, core.admin);
+  t.equal(r.status, 200);
+  await putProfile(core, 'mail-u1', { locale: 'en', email: 'mail-u1@example.test' });
+  const n = await core.notify(request({ recipient_id: 'mail-u1', channels: ['email'], priority: 'high' }));
+  await core.waitStatus(n.body.notification_id, (s) => s.channels.email === 'sent');
+  const { rows } = await core.db.pool.query<{ id: string; provider: string }>(
+    "SELECT id, provider FROM deliveries WHERE notification_id = $1 AND channel = 'email'",
+    [n.body.notification_id],
+  );
+  t.equal(rows[0]!.provider, 'smtp');
+  const [copy] = await waitFor(() => {
+    const m = sandbox.messages({ channel: 'email', to: TEST_EMAIL });
+    return m.length > 0 ? m : undefined;
+  });
+  const [original] = sandbox.messages({ channel: 'email', to: 'mail-u1@example.test' });
+  t.equal(copy!.delivery_id, `${rows[0]!.id}.shadow`);
+  t.equal(copy!.subject, original!.subject, 'the same content');
+  t.match(original!.html, /<img src="[^"]+"/, "the user's copy has the open pixel");
+  t.notMatch(copy!.html, /<img/, 'the shadow copy has none');
+});
