@@ -164,8 +164,9 @@ export interface Channel {
   send(msg: OutboundMessage, ctx: SendContext): Promise<SendResult>;
   /**
    * Asks the provider whether a send with this idempotency key was accepted, to reconcile a
-   * delivery left in `sending` by a crash. Only where the protocol allows it: the Twilio-style SMS
-   * API does; FCM and SMTP have no such query, so those channels leave it undefined.
+   * delivery left in `sending` by a crash. Only where the protocol allows it: FCM v1, SMTP and
+   * Twilio's Messages API have no such query, so every shipped channel leaves it undefined; the
+   * worker's reconciliation (workers/deliver.ts) is there for a provider that can be asked.
    */
   lookup?(idempotencyKey: string): Promise<LookupResult>;
   /** The breaker's current state, for metrics and routing (failover on an open breaker). */

@@ -1,31 +1,20 @@
 /**
  * SMS over a Twilio-style REST API: `POST {base}/2010-04-01/Accounts/{sid}/Messages.json`,
  * form-encoded `To`, `From`, `Body` and, when configured, `StatusCallback` (where Twilio posts the
- * message's status changes: notifier/feedback), Basic auth `sid:token`, and an `Idempotency-Key` header (the
- * send's idempotency key) so that a retried request creates no second message. The delivery id
- * also travels in `X-Delivery-Id`.
+ * message's status changes: notifier/feedback), Basic auth `sid:token`. The delivery id travels in
+ * `X-Delivery-Id` (Twilio ignores it; the sandbox counts by it). Twilio's Messages API takes no
+ * idempotency key and cannot be asked whether it has a message of ours, so this channel has no
+ * `lookup`: a send caught in flight by a crash is sent again, and the phone shows a second
+ * message (README, "What a crash can still duplicate").
  *
  * Answers: 2xx → sent (the message `sid`); 429 → retry `provider_quota_exceeded`, 503 →
  * `provider_unavailable`, 500 → `provider_internal`, other 5xx → `provider_error`, all honouring
  * Retry-After; 400 with a recipient error code (21211 invalid number, 21612/21614 unreachable or not
  * mobile, 21610 opted out) → permanent `invalid_recipient`; 401/403 → permanent
  * `provider_auth_failed`; other 4xx → permanent `provider_rejected`; no answer → retry `timeout`.
- *
- * `lookup(idempotencyKey)` asks `GET …/Messages.json?IdempotencyKey=<key>`, an extension our
- * sandbox implements (Twilio itself lists messages by `To` and date; a real integration would
- * filter those, or keep the `sid` from a status callback).
  */
 import type { Clock } from '../../shared/clock.js';
-import {
-  permanent,
-  retry,
-  sent,
-  type Channel,
-  type LookupResult,
-  type OutboundMessage,
-  type SendContext,
-  type SendResult,
-} from './channel.js';
+import { permanent, retry, sent, type Channel, type OutboundMessage, type SendContext, type SendResult } from './channel.js';
 import { ProviderGuard, type GuardDeps } from './breaker.js';
 import { ProviderHttp, isFailure, jsonOf, type HttpAnswer } from './provider-http.js';
 import { parseRetryAfter } from './retry-after.js';
@@ -75,7 +64,6 @@ export function createTwilioChannel(opts: TwilioChannelOptions, deps: GuardDeps)
           headers: {
             authorization: auth,
             'content-type': 'application/x-www-form-urlencoded',
-            'idempotency-key': ctx.idempotencyKey,
             'x-delivery-id': ctx.deliveryId,
           },
           body: new URLSearchParams({
@@ -89,27 +77,6 @@ export function createTwilioChannel(opts: TwilioChannelOptions, deps: GuardDeps)
         if (isFailure(answer)) return retry(answer.failed, { detail: answer.detail });
         return classifyTwilio(answer, deps.clock);
       });
-    },
-    async lookup(idempotencyKey: string): Promise<LookupResult> {
-      const r = await guard.probe(
-        opts.timeoutMs,
-        (timeoutMs) =>
-          http.request({
-            method: 'GET',
-            path: `${base}/Messages.json?${new URLSearchParams({ IdempotencyKey: idempotencyKey }).toString()}`,
-            headers: { authorization: auth },
-            timeoutMs,
-          }),
-        (a) => isFailure(a) || a.status >= 500 || a.status === 429,
-      );
-      if (r === 'circuit_open') return { state: 'unknown', reason: 'circuit_open' };
-      if (isFailure(r)) return { state: 'unknown', reason: r.failed };
-      if (r.status !== 200) return { state: 'unknown', reason: r.status === 429 ? 'provider_quota_exceeded' : 'provider_error' };
-      const list = (jsonOf(r.text) as { messages?: { sid?: unknown; status?: unknown }[] } | undefined)?.messages;
-      if (!Array.isArray(list)) return { state: 'unknown', reason: 'provider_error' };
-      const m = list[0];
-      if (!m || typeof m.sid !== 'string') return { state: 'not_found' };
-      return { state: 'found', providerMessageId: m.sid, providerStatus: typeof m.status === 'string' ? m.status : 'unknown' };
     },
   };
 }

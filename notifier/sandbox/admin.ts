@@ -1,6 +1,6 @@
 /**
  * The sandbox's own API, for tests, benchmarks and people:
- * - `GET /sandbox/messages?channel=&provider=&to=&delivery_id=&idempotency_key=` → `{messages, total}`
+ * - `GET /sandbox/messages?channel=&provider=&to=&delivery_id=` → `{messages, total}`
  *   (accepted messages, oldest first; `limit` keeps the newest N);
  * - `DELETE /sandbox/messages` → 204: forgets messages, counts, idempotency keys and what was shown;
  * - `GET /sandbox/deliveries/{delivery_id}` → `{delivery_id, requests, accepted, counts: [...]}`;
@@ -20,7 +20,7 @@ import { SANDBOX_CHANNELS, faultProfileJson, parseFaultProfile, type SandboxChan
 import type { MessageFilter } from './store.js';
 import { displayRoutes } from './display-routes.js';
 
-const FILTERS = ['channel', 'provider', 'to', 'delivery_id', 'idempotency_key'] as const;
+const FILTERS = ['channel', 'provider', 'to', 'delivery_id'] as const;
 
 export function adminRoutes(app: TemplatedApp, edge: EdgeOptions, core: SandboxCore): void {
   route(

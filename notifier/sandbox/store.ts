@@ -2,8 +2,8 @@
  * What the sandbox providers accepted: every message, in arrival order, capped (oldest dropped
  * first); per (channel, provider, delivery id, address) how many requests arrived and how many
  * were accepted as new messages, which is what "no provider saw a delivery id twice" is checked
- * against; and the Twilio-style idempotency keys (a repeated key returns the first message instead
- * of sending a second).
+ * against. No provider here de-duplicates on our keys: FCM v1, SMTP and Twilio's Messages API
+ * take none (what a recipient would see of a duplicate is display.ts's).
  */
 import type { SandboxChannel } from './faults.js';
 import type { PushReplaceIds } from './display.js';
@@ -15,7 +15,6 @@ export interface SandboxMessage {
   provider: string;
   to: string;
   delivery_id?: string;
-  idempotency_key?: string;
   /** Epoch seconds. */
   received_at: number;
   from?: string;
@@ -51,7 +50,6 @@ export interface MessageFilter {
   provider?: string;
   to?: string;
   delivery_id?: string;
-  idempotency_key?: string;
 }
 
 export class MessageStore {
@@ -59,7 +57,6 @@ export class MessageStore {
   #messages: SandboxMessage[] = [];
   #head = 0; // index of the oldest kept message in #messages (a lazily compacted queue)
   readonly #counts = new Map<string, DeliveryCount>();
-  readonly #idempotent = new Map<string, SandboxMessage>();
   readonly #byId = new Map<string, SandboxMessage>();
 
   readonly #onAccept: ((m: SandboxMessage) => void) | undefined;
@@ -81,13 +78,7 @@ export class MessageStore {
     this.#byId.set(m.id, m);
     if (this.#messages.length - this.#head > this.#max) this.#dropOldest();
     if (m.delivery_id) this.#count(m.channel, m.provider, m.delivery_id, m.to).accepted++;
-    if (m.idempotency_key) this.#idempotent.set(idemKey(m.provider, m.idempotency_key), m);
     this.#onAccept?.(m);
-  }
-
-  /** The message an idempotency key already created at this provider, if any. */
-  byIdempotencyKey(provider: string, key: string): SandboxMessage | undefined {
-    return this.#idempotent.get(idemKey(provider, key));
   }
 
   byId(id: string): SandboxMessage | undefined {
@@ -102,7 +93,6 @@ export class MessageStore {
       if (filter.provider !== undefined && m.provider !== filter.provider) continue;
       if (filter.to !== undefined && m.to !== filter.to) continue;
       if (filter.delivery_id !== undefined && m.delivery_id !== filter.delivery_id) continue;
-      if (filter.idempotency_key !== undefined && m.idempotency_key !== filter.idempotency_key) continue;
       out.push(m);
     }
     return out;
@@ -126,7 +116,6 @@ export class MessageStore {
     this.#messages = [];
     this.#head = 0;
     this.#counts.clear();
-    this.#idempotent.clear();
     this.#byId.clear();
   }
 
@@ -144,9 +133,6 @@ export class MessageStore {
 
   #dropOldest(): void {
     const m = this.#messages[this.#head]!;
-    if (m.idempotency_key && this.#idempotent.get(idemKey(m.provider, m.idempotency_key)) === m) {
-      this.#idempotent.delete(idemKey(m.provider, m.idempotency_key));
-    }
     this.#byId.delete(m.id);
     this.#head++;
     if (this.#head > 1024 && this.#head * 2 > this.#messages.length) {
@@ -155,8 +141,6 @@ export class MessageStore {
     }
   }
 }
-
-const idemKey = (provider: string, key: string): string => `${provider}\0${key}`;
 
 /** SMS segments of a text: GSM-7 when every character is in the basic set, else UCS-2. */
 export function smsSegments(text: string): number {

@@ -2,11 +2,10 @@
  * The sandbox's Twilio-style SMS API, under `/2010-04-01/Accounts/{sid}` (and the same under
  * `/providers/{name}/…` for a second SMS provider):
  * - `POST /Messages.json`: form `To`, `From`, `Body`, optional `StatusCallback` (where the message's
- *   status callbacks go, signed: feedback.ts); Basic auth `sid:token`; an `Idempotency-Key`
- *   header makes a repeat return the first message (200) instead of sending again; the
- *   `X-Delivery-Id` header is recorded. 201 with the message resource.
- * - `GET /Messages.json?To=&IdempotencyKey=`: the account's messages, newest first (`IdempotencyKey`
- *   is our extension, for reconciliation).
+ *   status callbacks go, signed: feedback.ts); Basic auth `sid:token`; the `X-Delivery-Id` header
+ *   is recorded (for the tests' accounting; Twilio ignores it). Like Twilio's, it takes no
+ *   idempotency key: every request it accepts is a new message. 201 with the message resource.
+ * - `GET /Messages.json?To=`: the account's messages, newest first.
  * - `GET /Messages/{sid}.json`: one message.
  * Errors are Twilio's documents `{code, message, more_info, status}`.
  */
@@ -123,20 +122,10 @@ async function create(core: SandboxCore, ctx: RequestContext, provider: string, 
     return missing;
   }
   const statusCallback = form.get('StatusCallback') || undefined;
-  const key = ctx.headers['idempotency-key'] || undefined;
   const deliveryId = ctx.headers['x-delivery-id'] || undefined;
   core.store.request('sms', provider, deliveryId, to);
-  const earlier = key ? core.store.byIdempotencyKey(provider, key) : undefined;
-  if (earlier) {
-    core.count('sms', provider, 'duplicate');
-    return { status: 200, body: resource(earlier, sid, provider) };
-  }
   return core.applyFault<Reply>('sms', provider, core.decide('sms', provider, to), {
     accept: () => {
-      // Two requests with the same key can both get here while the first waits out its latency:
-      // the second then returns the first's message, as the key promises.
-      const raced = key ? core.store.byIdempotencyKey(provider, key) : undefined;
-      if (raced) return { status: 200, body: resource(raced, sid, provider) };
       const m: SandboxMessage = {
         id: core.newId('SM'),
         channel: 'sms',
@@ -148,7 +137,6 @@ async function create(core: SandboxCore, ctx: RequestContext, provider: string, 
         segments: smsSegments(body),
         status: 'queued',
         ...(deliveryId !== undefined ? { delivery_id: deliveryId } : {}),
-        ...(key !== undefined ? { idempotency_key: key } : {}),
       };
       core.store.accept(m);
       core.log.debug({ channel: 'sms', provider, delivery_id: deliveryId }, 'sandbox accepted an SMS');
@@ -167,8 +155,7 @@ function list(core: SandboxCore, ctx: RequestContext, provider: string, sid: str
   const denied = unauthorized(core, ctx, sid);
   if (denied) return denied;
   const to = ctx.query.get('To') ?? undefined;
-  const key = ctx.query.get('IdempotencyKey') ?? undefined;
-  const found = core.store.list({ channel: 'sms', provider, ...(to ? { to } : {}), ...(key ? { idempotency_key: key } : {}) });
+  const found = core.store.list({ channel: 'sms', provider, ...(to ? { to } : {}) });
   const pageSize = Math.min(1000, Math.max(1, Number(ctx.query.get('PageSize')) || 50));
   const messages = found
     .reverse()

@@ -17,7 +17,7 @@
  * that dies after the provider accepted a
  * send but before step 4 commits leaves the delivery `sending`. Its job expires and comes back;
  * the claim takes over once the lease (twice the send timeout, at most timeout + 5 s) has run out, and then asks the
- * provider, where it can (`Channel.lookup`: the Twilio-style SMS API), whether it already has a
+ * provider, where it can (`Channel.lookup`; none of the shipped providers can), whether it already has a
  * message under this delivery's key; if so the delivery is recorded `sent` without a second send.
  * Where the provider cannot be asked (FCM, SMTP: neither takes an idempotency key) the send is
  * repeated, and the provider delivers twice. What the recipient sees of it: a push carries the

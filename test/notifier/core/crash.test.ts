@@ -4,11 +4,11 @@
  *
  * - every notification that got its 202 is in the database and reaches a final state (here, with
  *   healthy providers: sent) after the restart, or is still queued; none is lost;
- * - no provider accepted a delivery id twice, on the channels where the window can be closed (SMS:
- *   the Twilio-style idempotency key and the reconciliation lookup; in-app: the inbox write is
- *   idempotent on the delivery id);
- * - on push and e-mail (no lookup in their protocols) a duplicate can only come from a send that
- *   was in the crash window (left `sending` by the kill), which is what the README documents.
+ * - no in-app item twice (the inbox write is idempotent on the delivery id);
+ * - on push, e-mail and SMS (FCM v1, SMTP and Twilio's Messages API take no idempotency key and
+ *   cannot be asked about ours) a duplicate at the provider only comes from a send that was in the
+ *   crash window (left `sending` by the kill) or an attempt that timed out, which is what the
+ *   README documents ("What a crash can still duplicate").
  */
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -150,25 +150,25 @@ t.test('SIGKILL mid-load: nothing accepted is lost, no provider sees a delivery 
   t.same(unfinished, [], 'every one was routed and sent on every channel');
 
   const dups = sandbox.core.store.duplicates();
-  t.same(
-    dups.filter((d) => d.channel === 'sms'),
-    [],
-    'no SMS delivery id was accepted twice (idempotency key + lookup)',
-  );
   const inboxDups = await db.pool.query(`SELECT delivery_id FROM inbox_items GROUP BY delivery_id HAVING count(*) > 1`);
   t.equal(inboxDups.rowCount, 0, 'no in-app item twice');
   // An attempt that timed out is the same window without a crash (the provider may have taken it):
   // a delivery tried more than once may be at the provider twice; one tried once and not caught by
   // a kill never is.
   const retried = new Set((await db.pool.query<{ id: string }>(`SELECT id FROM deliveries WHERE attempts > 1`)).rows.map((r) => r.id));
+  const mayRepeat = (id: string): boolean => inWindow.has(id) || retried.has(id);
   t.same(
-    dups.filter((d) => !inWindow.has(d.delivery_id) && !retried.has(d.delivery_id)),
+    dups.filter((d) => !mayRepeat(d.delivery_id)),
     [],
-    `push and e-mail duplicates only from the crash window or a timed-out attempt (${dups.length}; ${inWindow.size} in flight at the kill, ${retried.size} retried)`,
+    `duplicates only from the crash window or a timed-out attempt (${dups.length}; ${inWindow.size} in flight at the kill, ${retried.size} retried)`,
   );
+  const smsDeliveries = (await db.pool.query<{ id: string }>(`SELECT id FROM deliveries WHERE channel = 'sms'`)).rows;
   const smsSent = sandbox.messages({ channel: 'sms' }).length;
-  const smsDeliveries = (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE channel = 'sms'`)).rows[0].n;
-  t.equal(smsSent, smsDeliveries, 'the SMS provider holds exactly one message per SMS delivery');
+  const smsMayRepeat = smsDeliveries.filter((d) => mayRepeat(d.id)).length;
+  t.ok(
+    smsSent >= smsDeliveries.length && smsSent - smsDeliveries.length <= smsMayRepeat,
+    `every SMS delivery reached the provider; extra copies (${smsSent - smsDeliveries.length}) at most the SMS sends that could repeat (${smsMayRepeat})`,
+  );
 
   child.kill('SIGTERM');
   await once(child, 'exit');
