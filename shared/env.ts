@@ -817,9 +817,10 @@ export const ENV = {
     parse: int(0, Number.MAX_SAFE_INTEGER),
   }),
   NOTIFIER_CAMPAIGN_CONCURRENCY: v({
-    default: '2',
+    default: '4',
     services: ['notifier'],
-    description: 'Campaign jobs (planning, shards) each replica runs at once, per tier',
+    description:
+      'Campaign jobs (planning, shards) each replica runs at once, per tier; a shard spends half its time waiting on round trips and its commit, so twice the cores keeps the database busy',
     parse: int(1, 64),
   }),
   NOTIFIER_CAMPAIGN_QUEUE_DEPTH: v({

@@ -12,11 +12,12 @@
  *
  * Shard (about NOTIFIER_CAMPAIGN_SHARD_SIZE members): in ONE transaction, under the shard row's
  * lock and a shared lock on the campaign row (a stop waits for it, and a shard that starts after
- * a stop sees it): read the members in keyset order, their preferences, time zones and cap
- * counts (one query each), decide each member's deliveries (member-plan.ts), write them all in
- * one INSERT, append the counters, mark the shard done and complete its job. A crash anywhere
- * rolls all of it back and the job comes back: no member is missing and none is written twice
- * (and the unique index on (notification, shard, recipient, channel) would refuse a second copy).
+ * a stop sees it): read the members in keyset order, then their preferences, time zones and cap
+ * counts (one round trip), decide each member's deliveries (member-plan.ts), write them all in
+ * one INSERT, then the counters, the checkpoint and the fan-out's progress (one statement), and
+ * complete its job. A crash anywhere rolls all of it back and the job comes back: no member is
+ * missing and none is written twice (the checkpoint and the rows commit together; shards
+ * partition the members).
  * The deliveries get no wake-up here: the pump (pump.ts) meters them onto the delivery queues.
  */
 import { randomUUID } from 'node:crypto';
@@ -235,7 +236,7 @@ export class CampaignWorker {
 
   /**
    * After a stop: every delivery of the fan-out still queued (never claimed) becomes `cancelled`,
-   * a few shards per statement (each shard's rows are one range of deliveries_campaign_member).
+   * a shard per statement (each shard's rows are one range of deliveries_campaign_shard).
    * Idempotent; a crash half-way is finished by the next run.
    */
   async #sweep(id: string): Promise<void> {
@@ -388,7 +389,8 @@ async function markRouted(client: PoolClient, id: string): Promise<void> {
 
 /**
  * What the policies need of each member, in one round trip: the stored preferences, the profile's
- * time zone, and for each capped channel the sends already counted in its window.
+ * time zone (for a member with quiet hours), and for each capped channel the sends already
+ * counted in its window.
  */
 async function memberFacts(
   client: PoolClient,
@@ -407,7 +409,9 @@ async function memberFacts(
                 GROUP BY d.channel) c) AS caps
        FROM unnest($1::text[]) AS u (user_id)
        LEFT JOIN user_preferences p ON p.user_id = u.user_id
-       LEFT JOIN user_profiles pr ON pr.user_id = u.user_id`,
+       -- The time zone matters only to a member with quiet hours: the condition on p gates the
+       -- lookup (a one-time filter per member), so most members cost no profile read at all.
+       LEFT JOIN LATERAL (SELECT x.timezone FROM user_profiles x WHERE x.user_id = u.user_id AND p.prefs ? 'quiet_hours') pr ON true`,
     [[...users], type, channels, channels.map((c) => caps[c]!.windowMs)],
   );
   const prefs = new Map<string, PreferenceDoc>();
