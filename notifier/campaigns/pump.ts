@@ -38,8 +38,12 @@ export interface PumpOptions {
 }
 
 /**
- * The running fan-outs (not stopped, not drained) and each channel of theirs with a due, unwoken
- * delivery, oldest fan-out first: one probe of deliveries_campaign_unwoken per (fan-out, channel).
+ * The expanded fan-outs (not stopped, not drained) and each channel of theirs with a due, unwoken
+ * delivery, oldest fan-out first. Decided: a fan-out's sends start once it is fully expanded. The
+ * expansion is the part with a deadline (a million members in a minute) and gets the database to
+ * itself instead of sharing it with its own sends; its counts (recipients, suppressed) are final
+ * before the first send; and a stop during the expansion cancels a campaign nobody has received
+ * yet: one probe of deliveries_campaign_unwoken per (fan-out, channel).
  * A stopped campaign is not here at all, so its unwoken rows (swept to `cancelled` in the
  * background) never cost a scan.
  */
@@ -49,7 +53,7 @@ const DUE = `
     JOIN notifications n ON n.id = f.notification_id
     JOIN campaigns c ON c.id = f.campaign_id
     CROSS JOIN unnest($1::text[]) AS ch (channel)
-   WHERE f.state IN ('expanding', 'expanded') AND f.drained_at IS NULL AND c.stopped_at IS NULL
+   WHERE f.state = 'expanded' AND f.drained_at IS NULL AND c.stopped_at IS NULL
      AND n.priority = ANY($2::text[])
      AND EXISTS (SELECT 1 FROM deliveries d
                   WHERE d.notification_id = f.notification_id AND d.channel = ch.channel

@@ -49,8 +49,8 @@ CREATE TABLE campaign_fanouts (
   updated_at        timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX campaign_fanouts_campaign ON campaign_fanouts (campaign_id);
--- What the pump scans: fan-outs whose deliveries may still need wake-ups.
-CREATE INDEX campaign_fanouts_pumping ON campaign_fanouts (created_at) WHERE state IN ('expanding', 'expanded') AND drained_at IS NULL;
+-- What the pump scans: expanded fan-outs whose deliveries may still need wake-ups.
+CREATE INDEX campaign_fanouts_pumping ON campaign_fanouts (created_at) WHERE state = 'expanded' AND drained_at IS NULL;
 -- A segment version still to be expanded is kept by the segment clean-up.
 CREATE INDEX campaign_fanouts_open_segment ON campaign_fanouts (segment_id, segment_version)
   WHERE state IN ('planning', 'pending_approval', 'expanding');
