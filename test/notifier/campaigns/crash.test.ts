@@ -179,7 +179,9 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
     shards: MEMBERS / 500,
     shards_done: MEMBERS / 500,
   });
-  t.ok(sandbox.messages({ channel: 'push' }).length > 0, 'sends really happened (push, on the sandbox)');
+  // Sends start once the fan-out is expanded (campaigns/pump.ts).
+  await waitFor(() => sandbox.messages({ channel: 'push' }).length > 0, { what: "the campaign's first sends (push, on the sandbox)" });
+  t.pass('sends really happened (push, on the sandbox)');
   const { rows: retried } = await pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'notify-campaign-low' AND data->>'notification_id' = $1 AND retry_count > 0`,
     [id],
