@@ -25,6 +25,7 @@ import { decideOutcome, parseFaultProfile, seededRandom } from '../../../notifie
 import { FeedbackWriter, type FeedbackMetrics } from '../../../notifier/feedback/writer.js';
 import type { Pool } from '../../../shared/db.js';
 import { testLogger } from '../../harness/log.js';
+import { waitFor } from '../../harness/wait.js';
 
 const POLICY: CertPolicy = { hostPattern: /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/, httpHosts: ['127.0.0.1:8089'] };
 
@@ -350,7 +351,8 @@ t.test('the feedback writer refuses past its queue (503, counted) instead of hol
     suppress: [],
   });
   for (const k of ['a', 'b', 'c', 'd', 'e']) void writer.submit(event(k)).catch(() => {});
-  await new Promise((r) => setTimeout(r, 20));
+  // The first batch takes two and then waits on the database for ever: the queue settles at three.
+  await waitFor(() => writer.queued === 3, { what: 'the first batch of two to be taken' });
   t.equal(writer.queued, 3, 'two in the batch being written, three waiting');
   await t.rejects(writer.submit(event('f')), { code: 'unavailable' });
   t.same(rejected, ['overloaded']);
