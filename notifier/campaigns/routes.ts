@@ -1,6 +1,8 @@
 /**
  * The campaign operator API (roles NOTIFIER_ADMIN_ROLES):
  *
+ * - `GET /api/v1/admin/campaigns?pending=true&cursor=&limit=`: campaigns newest first, each with
+ *   its fan-outs counted (listing.ts); `pending=true` keeps those with one waiting for approval;
  * - `GET /api/v1/admin/campaigns/{campaign_id}`: the campaign (stopped or not), its totals over
  *   every audience request that named it, each fan-out's progress, and its audit trail;
  * - `POST /api/v1/admin/campaigns/{campaign_id}/stop` (`{"reason": "…"}` optional): the kill
@@ -18,6 +20,7 @@ import { requireRole, type CallerResolver } from '../caller.js';
 import type { Boss } from '../queues/boss.js';
 import { isUuid } from '../tracking/advance.js';
 import { decide } from './approval.js';
+import { listCampaigns } from './listing.js';
 import { totalsOf } from './counts.js';
 import { stopCampaign, type StopOptions } from './kill-switch.js';
 import { campaignStatus, countsOf, fanoutsOfCampaign, progressOf } from './progress.js';
@@ -60,6 +63,23 @@ export function registerCampaignRoutes(app: TemplatedApp, edge: EdgeOptions, o: 
     requireRole(caller, o.adminRoles);
     return caller.subject;
   };
+
+  route(
+    app,
+    'get',
+    '/api/v1/admin/campaigns',
+    async (ctx) => {
+      await admin(ctx);
+      const raw = ctx.query.get('limit');
+      const limit = raw === null ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN;
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw invalidField('limit', 'must be an integer from 1 to 500');
+      const pending = ctx.query.get('pending');
+      if (pending !== null && pending !== 'true' && pending !== 'false') throw invalidField('pending', 'must be true or false');
+      const cursor = ctx.query.get('cursor') || undefined;
+      return { body: await listCampaigns(o.pool, { limit, pendingOnly: pending === 'true', ...(cursor ? { cursor } : {}) }) };
+    },
+    edge,
+  );
 
   route(
     app,

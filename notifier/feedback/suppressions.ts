@@ -6,9 +6,11 @@
 import type { Pool, PoolClient } from '../../shared/db.js';
 import { invalidField } from '../../shared/errors.js';
 
+export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
+
 export interface SuppressionView {
   address: string;
-  reason: 'bounce' | 'complaint';
+  reason: SuppressionReason;
   detail: string | null;
   provider: string;
   delivery_id: string | null;
@@ -49,14 +51,19 @@ function decodeCursor(raw: string): { t: string; address: string } {
   throw invalidField('cursor', 'is not a cursor this list returned');
 }
 
-/** Oldest first, `limit` per page. */
+/**
+ * Oldest first, `limit` per page. `contains`: only addresses containing this text (lower-cased;
+ * a domain such as `@example.com` or a fragment of the local part): a filtered walk of the
+ * (created_at, address) index, fine for an operator's page, not a hot path.
+ */
 export async function listSuppressions(
   pool: Pool,
-  q: { reason?: 'bounce' | 'complaint'; cursor?: string; limit: number },
+  q: { reason?: SuppressionReason; contains?: string; cursor?: string; limit: number },
 ): Promise<{ suppressions: SuppressionView[]; next_cursor?: string }> {
   const params: unknown[] = [q.limit + 1];
   const where: string[] = [];
   if (q.reason) where.push(`reason = $${params.push(q.reason)}`);
+  if (q.contains) where.push(`strpos(address, $${params.push(q.contains.toLowerCase())}) > 0`);
   if (q.cursor) {
     const c = decodeCursor(q.cursor);
     where.push(`(created_at, address) > ($${params.push(c.t)}::timestamptz, $${params.push(c.address)})`);
@@ -77,6 +84,27 @@ export async function getSuppression(pool: Pool, address: string): Promise<Suppr
   return rows[0] ? view(rows[0]) : undefined;
 }
 
+/**
+ * Puts an address on the list by an operator's hand (reason `manual`, provider `operator`); an
+ * address already listed keeps its entry (its first reason stands). `created` says which.
+ */
+export async function addSuppression(
+  pool: Pool,
+  address: string,
+  detail: string | null,
+): Promise<{ created: boolean; entry: SuppressionView }> {
+  const a = address.toLowerCase();
+  const ins = await pool.query(
+    `INSERT INTO email_suppressions (address, reason, detail, provider) VALUES ($1, 'manual', $2, 'operator')
+     ON CONFLICT (address) DO NOTHING`,
+    [a, detail],
+  );
+  const entry = await getSuppression(pool, a);
+  // Removed between the two statements: report what was asked for as not created.
+  if (!entry) throw new Error(`suppression of ${a} vanished while it was added`);
+  return { created: (ins.rowCount ?? 0) > 0, entry };
+}
+
 /** True when the address was on the list. */
 export async function removeSuppression(pool: Pool, address: string): Promise<boolean> {
   const r = await pool.query('DELETE FROM email_suppressions WHERE address = $1', [address.toLowerCase()]);
@@ -86,5 +114,6 @@ export async function removeSuppression(pool: Pool, address: string): Promise<bo
 /** The reason a suppressed send shows (no address: the status view reaches the sender too). */
 export function suppressedReason(s: Pick<SuppressionView, 'reason' | 'created_at'>): string {
   const when = new Date(s.created_at * 1000).toISOString();
-  return `suppressed: the address is on the suppression list after ${s.reason === 'bounce' ? 'a permanent bounce' : 'a complaint'} (${when})`;
+  const why = s.reason === 'bounce' ? 'after a permanent bounce' : s.reason === 'complaint' ? 'after a complaint' : 'by an operator';
+  return `suppressed: the address is on the suppression list ${why} (${when})`;
 }

@@ -226,3 +226,61 @@ export async function abandonUpload(db: Queryable, id: string, version: number):
     version,
   ]);
 }
+
+/**
+ * A page of segments in id byte order, after `after` (the last id of the previous page). A rule
+ * segment's size is not counted here (a count over the profiles per segment would make a list page
+ * as slow as the number of rule segments): it is `null`, and counted when the segment is read.
+ */
+export async function listSegments(
+  db: Queryable,
+  q: { after?: string; limit: number },
+): Promise<{ segments: (Omit<SegmentView, 'size'> & { size: number | null })[]; more: boolean }> {
+  const params: unknown[] = [q.limit + 1];
+  const where = q.after === undefined ? '' : `WHERE id COLLATE "C" > $${params.push(q.after)}`;
+  const { rows } = await db.query<SegmentRow>(`SELECT ${COLUMNS} FROM segments ${where} ORDER BY id COLLATE "C" LIMIT $1`, params);
+  const page = rows.slice(0, q.limit).map((r) => {
+    const v = toView(r);
+    return { ...v, size: v.kind === 'rule' ? null : v.size };
+  });
+  return { segments: page, more: rows.length > q.limit };
+}
+
+/** One stored version of a list segment. */
+export interface SegmentVersionView {
+  version: number;
+  /** uploading, live, retired or abandoned. */
+  state: string;
+  size: number;
+  createdBy: string | null;
+  createdAt: Date;
+  completedAt: Date | null;
+  /** Its members have been deleted by the clean-up. */
+  purged: boolean;
+}
+
+/** A list segment's versions, newest first, at most `limit` (a rule segment keeps none). */
+export async function listVersions(db: Queryable, id: string, limit: number): Promise<SegmentVersionView[]> {
+  const { rows } = await db.query<{
+    version: number;
+    state: string;
+    size: string;
+    created_by: string | null;
+    created_at: Date;
+    completed_at: Date | null;
+    purged_at: Date | null;
+  }>(
+    `SELECT version, state, size, created_by, created_at, completed_at, purged_at FROM segment_versions
+      WHERE segment_id = $1 ORDER BY version DESC LIMIT $2`,
+    [id, limit],
+  );
+  return rows.map((r) => ({
+    version: r.version,
+    state: r.state,
+    size: Number(r.size),
+    createdBy: r.created_by,
+    createdAt: r.created_at,
+    completedAt: r.completed_at,
+    purged: r.purged_at !== null,
+  }));
+}

@@ -91,7 +91,7 @@ export interface Directory {
 
 /** Why an address is on the suppression list. */
 export interface Suppression {
-  reason: 'bounce' | 'complaint';
+  reason: 'bounce' | 'complaint' | 'manual';
   /** Epoch seconds. */
   created_at: number;
 }
