@@ -94,6 +94,32 @@ export class QuotaAdmin {
   }
 
   /**
+   * A page of the records whose subject id starts with `prefix` (empty: all), in subject_id order;
+   * `cursor` is the previous page's `nextCursor` (opaque; '' for the first page).
+   */
+  async listByPrefix(prefix: string, limit: number, cursor: string, field = 'cursor'): Promise<{ quotas: Quota[]; nextCursor: string }> {
+    const size = Math.min(limit > 0 ? limit : DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+    const after = cursor === '' ? '' : decodePageToken(cursor, field);
+    const rows = await this.deps.store.listWithPrefix(prefix, after, size + 1);
+    const quotas = rows.slice(0, size);
+    const last = quotas[quotas.length - 1];
+    return { quotas, nextCursor: rows.length > size && last ? encodePageToken(last.subjectId) : '' };
+  }
+
+  /**
+   * The sidecars connected to any replica (sorted by id), with the version each last acked, and
+   * the table's current version (from the database, so every replica answers the same).
+   */
+  async sidecars(): Promise<{ version: number; sidecars: { id: string; ackedVersion: number; local: boolean }[] }> {
+    const version = await this.deps.store.currentVersion();
+    const local = new Set(this.deps.sidecars.local());
+    const sidecars = this.deps.sidecars
+      .connected()
+      .map((id) => ({ id, ackedVersion: this.deps.sidecars.ackedVersion(id), local: local.has(id) }));
+    return { version, sidecars };
+  }
+
+  /**
    * Starts the ack wait for a committed version (the sidecars connected now), then hands the change
    * to the mirror, which streams it to them.
    */

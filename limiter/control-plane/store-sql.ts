@@ -42,6 +42,14 @@ export const GET_QUOTA = `SELECT ${COLUMNS} FROM quotas WHERE subject_id = $1`;
 /** A page in subject_id order (C collation, so the order is bytewise and stable). */
 export const LIST_QUOTAS = `SELECT ${COLUMNS} FROM quotas WHERE subject_id > $1 ORDER BY subject_id LIMIT $2`;
 
+/**
+ * A page of the subjects starting with a prefix ($2), in subject_id order: the range [$2, $3)
+ * ($3 NULL: no upper bound), so the index is scanned only over the matching subjects.
+ */
+export const LIST_QUOTAS_WITH_PREFIX = `SELECT ${COLUMNS} FROM quotas
+  WHERE subject_id > $1 AND subject_id >= $2 AND ($3::text IS NULL OR subject_id < $3) AND starts_with(subject_id, $2)
+  ORDER BY subject_id LIMIT $4`;
+
 export const ALL_QUOTAS = `SELECT ${COLUMNS} FROM quotas ORDER BY subject_id`;
 
 export const ALL_CHANGES = `SELECT version, subject_id, op, record FROM quota_changes ORDER BY version`;

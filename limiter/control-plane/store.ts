@@ -155,6 +155,16 @@ export class QuotaStore {
     return res.rows.map(quotaFromRow);
   }
 
+  /**
+   * Up to `limit` records whose subject_id starts with `prefix` and sorts after `after`, in
+   * subject_id order (bytewise).
+   */
+  async listWithPrefix(prefix: string, after: string, limit: number): Promise<Quota[]> {
+    if (prefix === '') return this.list(after, limit);
+    const res = await this.read(() => this.pool.query<QuotaRow>(sql.LIST_QUOTAS_WITH_PREFIX, [after, prefix, prefixEnd(prefix), limit]));
+    return res.rows.map(quotaFromRow);
+  }
+
   async currentVersion(): Promise<number> {
     const res = await this.read(() => this.pool.query<{ version: string }>(sql.CURRENT_VERSION));
     return Number(res.rows[0]?.version ?? 0);
@@ -227,6 +237,19 @@ async function nextVersion(client: pg.PoolClient): Promise<{ version: number; no
   const row = res.rows[0];
   if (!row) throw new Error('quota_table_version has no row (migration 001 not applied?)');
   return { version: Number(row.version), now: row.now };
+}
+
+/**
+ * The first string after every string starting with `prefix` (bytewise), or null when there is
+ * none: the last character below DEL goes one up and the rest is cut (subject ids are visible
+ * ASCII, so nothing at or above DEL can follow).
+ */
+function prefixEnd(prefix: string): string | null {
+  for (let i = prefix.length - 1; i >= 0; i--) {
+    const c = prefix.charCodeAt(i);
+    if (c < 0x7f) return prefix.slice(0, i) + String.fromCharCode(c + 1);
+  }
+  return null;
 }
 
 function rowParams(q: Quota, now: number): unknown[] {
