@@ -126,7 +126,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     },
     memory: {
       maxKeys: config.LIMITER_COUNTER_MAX_KEYS,
-      onEvict: (_k, live) => metrics.evictions.labels(String(live)).inc(),
+      onEvict: (live) => metrics.evictions.labels(String(live)).inc(),
     },
   });
   // Without an offline queue, calls before Redis is connected are refused: wait briefly, but start

@@ -1,0 +1,393 @@
+/**
+ * The in-process counter table: bucket state for up to `maxKeys` subjects in a few typed arrays,
+ * about 65 bytes per subject at full occupancy instead of the 200-odd a `Map`/lru-cache of string
+ * keys and state objects costs (bench/memory.ts measures both; the figure is in the README).
+ *
+ * Layout. A subject lives in a slot `s` (0 ≤ s < size; slots are dense, filled in order and reused
+ * only by eviction):
+ *   - `#fp[4s..4s+3]`: a 128-bit fingerprint of its key (the key string itself is not kept);
+ *   - `alg[s]`, `a[s]`, `b[s]`, `c[s]`: its `BucketState` (Float64: every field is an integer up
+ *     to 2^50 or an epoch ms, exact in a double, as in the algorithms themselves);
+ *   - `rest[s]`: when it is back at rest (epoch ms), to tell live evictions from harmless ones;
+ *   - `#prev[s]`, `#next[s]`: its place in the recency list (exact LRU).
+ * An open-addressing index (`Int32Array`, linear probing, load ≤ 0.75, backward-shift deletion, so
+ * no tombstones) maps a fingerprint to its slot. Arrays start at `initialCapacity` slots and double
+ * up to `maxKeys`; once full, each new subject takes the least recently used subject's slot.
+ *
+ * Fingerprints (why 128 bits are enough, and why no one can choose them):
+ *   - `key:<64 lowercase hex>` (an API key's SHA-256, limiter/subject.ts) is parsed, not hashed:
+ *     its 32 bytes folded to 16 (words i and i+4 xored). No allocation.
+ *   - any other key (`user:<id>`, `ip:<addr>`, `key:<hex>|/route`, ...) is the first 16 bytes of
+ *     its SHA-512 (one Buffer per call; SHA-384 of the UTF-16 code units for the rare string that is
+ *     not well-formed UTF-16, which UTF-8 would blur). A different function from the API keys'
+ *     SHA-256, so no API key can be chosen to land on another subject's fingerprint: that would
+ *     take a preimage of a 128-bit truncation (2^128 work).
+ *   Two distinct live subjects share a fingerprint (and so a bucket) with probability about
+ *   n² / 2^129: 1.5e-27 for a million subjects. Forcing a collision between two subjects both under
+ *   one's own control takes a 128-bit birthday search (2^64 SHA-256), and gains nothing: they share
+ *   one bucket, so one limit.
+ *   - The index position mixes the fingerprint with a random per-process seed, so digests ground
+ *     offline for a common position cannot flood a probe sequence.
+ *
+ * Not thread-safe, synchronous, no allocation per call on the API-key path.
+ */
+import { hash, randomBytes } from 'node:crypto';
+
+export interface CounterTableOptions {
+  /** Most subjects held; the least recently used beyond it are evicted. Integer 1 … 2^28. */
+  maxKeys: number;
+  /**
+   * Slots allocated at first (default min(maxKeys, 1024)); the arrays double from there up to
+   * `maxKeys`. Set it to `maxKeys` to allocate everything up front (no copy while growing).
+   */
+  initialCapacity?: number;
+  /** Called on each eviction; `live` when the evicted bucket was not yet back at rest. */
+  onEvict?: (live: boolean) => void;
+  /** Four 32-bit words seeding the index positions (tests); random per table by default. */
+  seed?: readonly number[];
+}
+
+/** The largest `maxKeys`: slots and index positions stay within an Int32. */
+export const MAX_TABLE_KEYS = 2 ** 28;
+
+/** Hex digit value of each ASCII code, −1 for anything else (lowercase only: subject.ts emits that). */
+const HEX = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX[97 + i] = 10 + i;
+
+/** The 32-bit word of the 8 hex digits of `s` at `off`, or −1 when one is not a lowercase hex digit. */
+function hexWord(s: string, off: number): number {
+  let v = 0;
+  for (let i = off; i < off + 8; i++) {
+    const c = s.charCodeAt(i);
+    const d = c < 128 ? HEX[c]! : -1;
+    if (d < 0) return -1;
+    v = (v << 4) | d;
+  }
+  return v >>> 0;
+}
+
+/** Index slots for `cap` entries: a power of two with load ≤ 0.75. */
+function indexSizeFor(cap: number): number {
+  let n = 8;
+  while (n * 3 < cap * 4) n *= 2;
+  return n;
+}
+
+/** `String.prototype.isWellFormed` (ES2024, in Node 20; the project's lib is ES2023). */
+interface WellFormed {
+  isWellFormed(): boolean;
+}
+
+export class CounterTable {
+  readonly maxKeys: number;
+  /** Subjects held. */
+  size = 0;
+  /** Slots allocated (size ≤ capacity ≤ maxKeys). */
+  capacity: number;
+  /** Subjects evicted to stay within `maxKeys`. */
+  evictions = 0;
+  /** Of those, the ones evicted before they were back at rest. */
+  liveEvictions = 0;
+
+  // The state columns, indexed by slot. Replaced when the table grows: read them through the
+  // table on each use, never keep a reference across an insert.
+  alg: Uint8Array;
+  a: Float64Array;
+  b: Float64Array;
+  c: Float64Array;
+  rest: Float64Array;
+
+  #fp: Uint32Array;
+  #prev: Int32Array;
+  #next: Int32Array;
+  /** Slot + 1 at each position, 0 for empty (so a fresh, zeroed array is an empty index). */
+  #index: Int32Array;
+  #mask: number;
+  /** Most and least recently used slots, −1 when empty. */
+  #head = -1;
+  #tail = -1;
+
+  readonly #initial: number;
+  readonly #onEvict: ((live: boolean) => void) | undefined;
+  readonly #s0: number;
+  readonly #s1: number;
+  readonly #s2: number;
+  readonly #s3: number;
+
+  // The fingerprint of the last key looked at (a request looks its key up, then inserts it).
+  #lastKey: string | undefined;
+  #f0 = 0;
+  #f1 = 0;
+  #f2 = 0;
+  #f3 = 0;
+
+  constructor(opts: CounterTableOptions) {
+    const max = opts.maxKeys;
+    if (!Number.isSafeInteger(max) || max < 1 || max > MAX_TABLE_KEYS) {
+      throw new RangeError(`CounterTable: maxKeys must be an integer between 1 and 2^28, got ${max}`);
+    }
+    const initial = opts.initialCapacity ?? Math.min(max, 1024);
+    if (!Number.isSafeInteger(initial) || initial < 1) {
+      throw new RangeError(`CounterTable: initialCapacity must be a positive integer, got ${initial}`);
+    }
+    this.maxKeys = max;
+    this.#initial = Math.min(initial, max);
+    this.#onEvict = opts.onEvict;
+    const r = randomBytes(16);
+    const seed = opts.seed ?? [r.readUInt32LE(0), r.readUInt32LE(4), r.readUInt32LE(8), r.readUInt32LE(12)];
+    this.#s0 = seed[0]! >>> 0;
+    this.#s1 = seed[1]! >>> 0;
+    this.#s2 = seed[2]! >>> 0;
+    this.#s3 = seed[3]! >>> 0;
+    this.capacity = this.#initial;
+    this.alg = new Uint8Array(this.capacity);
+    this.a = new Float64Array(this.capacity);
+    this.b = new Float64Array(this.capacity);
+    this.c = new Float64Array(this.capacity);
+    this.rest = new Float64Array(this.capacity);
+    this.#fp = new Uint32Array(this.capacity * 4);
+    this.#prev = new Int32Array(this.capacity);
+    this.#next = new Int32Array(this.capacity);
+    this.#index = new Int32Array(indexSizeFor(this.capacity));
+    this.#mask = this.#index.length - 1;
+  }
+
+  /** The slot of `key`, marked most recently used; −1 when absent. */
+  get(key: string): number {
+    this.#fingerprint(key);
+    const s = this.#find();
+    if (s >= 0) this.#touch(s);
+    return s;
+  }
+
+  /** The slot of `key` without changing its recency; −1 when absent. */
+  peek(key: string): number {
+    this.#fingerprint(key);
+    return this.#find();
+  }
+
+  /**
+   * The slot for `key`, added as most recently used when absent (its state columns then hold
+   * whatever the slot held before: the caller writes them). When the table is full the least
+   * recently used subject is evicted first; `now` (epoch ms) tells whether it was live.
+   */
+  insert(key: string, now: number): number {
+    if (key !== this.#lastKey) this.#fingerprint(key);
+    const found = this.#find();
+    if (found >= 0) {
+      this.#touch(found);
+      return found;
+    }
+    let s: number;
+    let evicted = false;
+    let live = false;
+    if (this.size < this.capacity) {
+      s = this.size++;
+    } else if (this.capacity < this.maxKeys) {
+      this.#grow(Math.min(this.maxKeys, this.capacity * 2));
+      s = this.size++;
+    } else {
+      s = this.#tail;
+      evicted = true;
+      live = this.rest[s]! > now;
+      this.#unindex(s);
+      this.#unlink(s);
+    }
+    const o = s * 4;
+    const fp = this.#fp;
+    fp[o] = this.#f0;
+    fp[o + 1] = this.#f1;
+    fp[o + 2] = this.#f2;
+    fp[o + 3] = this.#f3;
+    this.#place(s);
+    this.#pushHead(s);
+    if (evicted) {
+      this.evictions++;
+      if (live) this.liveEvictions++;
+      this.#onEvict?.(live);
+    }
+    return s;
+  }
+
+  /** Slots from most to least recently used (tests and diagnostics; allocates). */
+  recency(): number[] {
+    const out: number[] = [];
+    for (let s = this.#head; s >= 0; s = this.#next[s]!) out.push(s);
+    return out;
+  }
+
+  /** Forgets every subject (not counted as evictions) and goes back to the initial allocation. */
+  clear(): void {
+    this.size = 0;
+    this.#head = -1;
+    this.#tail = -1;
+    this.#lastKey = undefined;
+    this.capacity = 0;
+    this.#grow(this.#initial);
+  }
+
+  /** Bytes held by the arrays (allocated, whether or not touched). */
+  get bytes(): number {
+    return (
+      this.alg.byteLength +
+      this.a.byteLength +
+      this.b.byteLength +
+      this.c.byteLength +
+      this.rest.byteLength +
+      this.#fp.byteLength +
+      this.#prev.byteLength +
+      this.#next.byteLength +
+      this.#index.byteLength
+    );
+  }
+
+  #fingerprint(key: string): void {
+    this.#lastKey = key;
+    // `key:` + 64 hex digits: already a SHA-256, read it as it is.
+    if (
+      key.length === 68 &&
+      key.charCodeAt(3) === 58 &&
+      key.charCodeAt(0) === 107 &&
+      key.charCodeAt(1) === 101 &&
+      key.charCodeAt(2) === 121
+    ) {
+      const w0 = hexWord(key, 4);
+      const w1 = hexWord(key, 12);
+      const w2 = hexWord(key, 20);
+      const w3 = hexWord(key, 28);
+      const w4 = hexWord(key, 36);
+      const w5 = hexWord(key, 44);
+      const w6 = hexWord(key, 52);
+      const w7 = hexWord(key, 60);
+      if (w0 >= 0 && w1 >= 0 && w2 >= 0 && w3 >= 0 && w4 >= 0 && w5 >= 0 && w6 >= 0 && w7 >= 0) {
+        this.#f0 = (w0 ^ w4) >>> 0;
+        this.#f1 = (w1 ^ w5) >>> 0;
+        this.#f2 = (w2 ^ w6) >>> 0;
+        this.#f3 = (w3 ^ w7) >>> 0;
+        return;
+      }
+    }
+    const d = (key as unknown as WellFormed).isWellFormed()
+      ? hash('sha512', key, 'buffer')
+      : hash('sha384', Buffer.from(key, 'utf16le'), 'buffer');
+    this.#f0 = d.readUInt32LE(0);
+    this.#f1 = d.readUInt32LE(4);
+    this.#f2 = d.readUInt32LE(8);
+    this.#f3 = d.readUInt32LE(12);
+  }
+
+  /** Index position of a fingerprint: the words mixed with the seed (murmur3's finaliser). */
+  #home(f0: number, f1: number, f2: number, f3: number): number {
+    let h = Math.imul(f0 ^ this.#s0, 0xcc9e2d51) ^ Math.imul(f1 ^ this.#s1, 0x1b873593);
+    h ^= Math.imul(f2 ^ this.#s2, 0x85ebca6b) ^ Math.imul(f3 ^ this.#s3, 0xc2b2ae35);
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    return h & this.#mask;
+  }
+
+  #homeOfSlot(s: number): number {
+    const o = s * 4;
+    const fp = this.#fp;
+    return this.#home(fp[o]!, fp[o + 1]!, fp[o + 2]!, fp[o + 3]!);
+  }
+
+  /** The slot holding the current fingerprint, or −1. */
+  #find(): number {
+    const f0 = this.#f0;
+    const f1 = this.#f1;
+    const f2 = this.#f2;
+    const f3 = this.#f3;
+    const idx = this.#index;
+    const fp = this.#fp;
+    const mask = this.#mask;
+    for (let i = this.#home(f0, f1, f2, f3); ; i = (i + 1) & mask) {
+      const e = idx[i]!;
+      if (e === 0) return -1;
+      const o = (e - 1) * 4;
+      if (fp[o] === f0 && fp[o + 1] === f1 && fp[o + 2] === f2 && fp[o + 3] === f3) return e - 1;
+    }
+  }
+
+  /** Puts slot `s` (its fingerprint already written) at the first free position from its home. */
+  #place(s: number): void {
+    const idx = this.#index;
+    const mask = this.#mask;
+    let i = this.#homeOfSlot(s);
+    while (idx[i] !== 0) i = (i + 1) & mask;
+    idx[i] = s + 1;
+  }
+
+  /** Removes slot `s` from the index, shifting later entries of its run back (no tombstones). */
+  #unindex(s: number): void {
+    const idx = this.#index;
+    const mask = this.#mask;
+    let i = this.#homeOfSlot(s);
+    while (idx[i] !== s + 1) i = (i + 1) & mask;
+    // Backward shift: an entry further along the run moves into the hole when the hole lies
+    // between its home and its position (cyclically), so every entry stays reachable from its home.
+    let j = i;
+    for (;;) {
+      j = (j + 1) & mask;
+      const e = idx[j]!;
+      if (e === 0) break;
+      const home = this.#homeOfSlot(e - 1);
+      if (((j - home) & mask) >= ((j - i) & mask)) {
+        idx[i] = e;
+        i = j;
+      }
+    }
+    idx[i] = 0;
+  }
+
+  #touch(s: number): void {
+    if (s === this.#head) return;
+    this.#unlink(s);
+    this.#pushHead(s);
+  }
+
+  #unlink(s: number): void {
+    const p = this.#prev[s]!;
+    const n = this.#next[s]!;
+    if (p >= 0) this.#next[p] = n;
+    else this.#head = n;
+    if (n >= 0) this.#prev[n] = p;
+    else this.#tail = p;
+  }
+
+  #pushHead(s: number): void {
+    const h = this.#head;
+    this.#prev[s] = -1;
+    this.#next[s] = h;
+    if (h >= 0) this.#prev[h] = s;
+    else this.#tail = s;
+    this.#head = s;
+  }
+
+  /** Reallocates every array for `cap` slots, keeping the first `size`, and rebuilds the index. */
+  #grow(cap: number): void {
+    const n = this.size;
+    const keep = <T extends Uint8Array | Float64Array | Uint32Array | Int32Array>(old: T, fresh: T, per = 1): T => {
+      if (n > 0) fresh.set(old.subarray(0, n * per));
+      return fresh;
+    };
+    this.alg = keep(this.alg, new Uint8Array(cap));
+    this.a = keep(this.a, new Float64Array(cap));
+    this.b = keep(this.b, new Float64Array(cap));
+    this.c = keep(this.c, new Float64Array(cap));
+    this.rest = keep(this.rest, new Float64Array(cap));
+    this.#fp = keep(this.#fp, new Uint32Array(cap * 4), 4);
+    this.#prev = keep(this.#prev, new Int32Array(cap));
+    this.#next = keep(this.#next, new Int32Array(cap));
+    this.capacity = cap;
+    const size = indexSizeFor(cap);
+    if (n === 0 || size !== this.#index.length) {
+      this.#index = new Int32Array(size);
+      this.#mask = size - 1;
+      for (let s = 0; s < n; s++) this.#place(s);
+    }
+  }
+}
