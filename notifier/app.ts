@@ -28,6 +28,7 @@ import { createNotifierMetrics } from './metrics.js';
 import { registerIngestRoutes } from './ingest/routes.js';
 import { registerTrackingRoutes } from './tracking/routes.js';
 import { registerDlqRoutes } from './admin/routes.js';
+import { registerAdminNotificationRoutes } from './admin/notification-routes.js';
 import { dlqDepth } from './admin/dlq.js';
 import { writeInbox } from './tracking/inbox.js';
 import { pixelSigner } from './tracking/pixel.js';
@@ -405,6 +406,14 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           deferred: (tier) => !backpressure.mayRun(tier),
         });
         registerDlqRoutes(app, edge, { pool, boss: b, caller, adminRoles: config.NOTIFIER_ADMIN_ROLES, wake });
+        registerAdminNotificationRoutes(app, edge, {
+          pool,
+          caller,
+          adminRoles: config.NOTIFIER_ADMIN_ROLES,
+          catalog,
+          settings,
+          deferred: (tier) => !backpressure.mayRun(tier),
+        });
         registerCampaignRoutes(app, edge, {
           pool,
           boss: b,
