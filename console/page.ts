@@ -10,6 +10,7 @@
 import type { Html } from './html.js';
 import type { ConsoleApis } from './api/client.js';
 import type { ApiProblem } from './api/problem.js';
+import type { UploadedFile } from './multipart.js';
 
 export interface ConsolePage {
   /** Stable identifier: the nav item's id and `data-page` on the page's `<main>` (tests select by it). */
@@ -30,7 +31,17 @@ export interface PageRouter {
   get(pattern: string, handler: PageHandler): void;
   /** Runs only after the CSRF token and Origin checks passed; the form is in `ctx.request.form`. */
   post(pattern: string, handler: PageHandler): void;
+  /**
+   * A `multipart/form-data` POST whose file is streamed to the handler, never held whole (the
+   * segment upload; multipart.ts). The same checks as {@link post} run first, on the fields that
+   * come before the file (so `csrfField()` must precede the file input); they are in
+   * `ctx.request.form`. `maxBytes` caps the whole body. Optional: a router may serve no uploads.
+   */
+  upload?(pattern: string, handler: UploadHandler, opts: { maxBytes: number }): void;
 }
+
+/** Handles an upload form: `file` is the form's first file, unread (undefined when it had none). */
+export type UploadHandler = (ctx: PageContext, file: UploadedFile | undefined) => Promise<PageResult> | PageResult;
 
 export type PageHandler = (ctx: PageContext) => Promise<PageResult> | PageResult;
 

@@ -3,5 +3,10 @@
  * `ConsolePage` (page.ts), and one line here.
  */
 import type { ConsolePage } from '../page.js';
+import { campaignsPage } from './campaigns.js';
+import { clientsPage } from './clients.js';
+import { providersPage } from './providers.js';
+import { segmentsPage } from './segments.js';
+import { suppressionsPage } from './suppressions.js';
 
-export const pages: readonly ConsolePage[] = [];
+export const pages: readonly ConsolePage[] = [segmentsPage, campaignsPage, suppressionsPage, providersPage, clientsPage];
