@@ -610,14 +610,16 @@ export class DataPlane {
 
   /**
    * The admission decision for a caller on a route: an ownership refusal, or the gate's outcome
-   * (synchronous with the in-memory store and API keys or addresses; a promise otherwise).
+   * (synchronous with the in-memory store and API keys or addresses; a promise otherwise). Also
+   * the RLS port's decision (limiter/rls/), with `hits` for Envoy's hits_addend: one logic for both.
    */
-  private decideFor(
+  decideFor(
     caller: Caller,
     route: Route,
     method: string,
     path: string,
     owners: readonly string[],
+    hits = 1,
   ): PlatformError | Outcome | Promise<Outcome> {
     for (let i = 0; i < owners.length; i++) {
       const refusal = ownerRefusal(owners[i]!, caller, this.o.serviceRoles);
@@ -646,7 +648,7 @@ export class DataPlane {
     // Stale table (no sync for LIMITER_QUOTA_MAX_AGE): never serve a cached paid plan as current.
     if (caller.kind !== 'ip' && this.o.sync?.stale()) quota = capToFloor(quota, this.o.builtinPlan);
     const limit: LimitParams = quota.limit ?? this.o.builtinPlan.limit!;
-    return this.o.gate.admit(key, quota, limit, route.class, routeLabel, method, path);
+    return this.o.gate.admit(key, quota, limit, route.class, routeLabel, method, path, hits);
   }
 
   private admitCaller(p: Pending, caller: Caller, owners: readonly string[]): void {

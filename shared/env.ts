@@ -111,6 +111,14 @@ export const ENV = {
     description: 'Sidecar admin port: /metrics, /healthz, /readyz',
     parse: port,
   }),
+  LIMITER_RLS_PORT: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description:
+      "Sidecar gRPC port for Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), with gRPC health and reflection; unset: not served (limiter/rls/README.md)",
+    parse: port,
+  }),
   CONTROL_PLANE_HTTP_PORT: v({
     default: '8081',
     services: ['control-plane', 'start'],
@@ -373,6 +381,28 @@ export const ENV = {
     services: ['limiter'],
     description: 'Longest request target (path and query) the sidecar accepts (414 above it)',
     parse: bytes,
+  }),
+  LIMITER_RLS_MAX_DESCRIPTORS: v({
+    default: '16',
+    services: ['limiter'],
+    description: 'Most descriptors one ShouldRateLimit request may carry (more: INVALID_ARGUMENT)',
+    parse: int(1, 1000),
+  }),
+  LIMITER_RLS_MAX_ENTRIES: v({
+    default: '16',
+    services: ['limiter'],
+    description: 'Most entries one rate limit descriptor may carry (more: INVALID_ARGUMENT)',
+    parse: int(1, 1000),
+  }),
+  LIMITER_RLS_MAX_VALUE: v({
+    default: '4kb',
+    services: ['limiter'],
+    description: 'Longest descriptor entry key or value, and the domain, in bytes (longer: INVALID_ARGUMENT)',
+    parse: (raw) => {
+      const n = bytes(raw);
+      if (n < 64 || n > 1024 * 1024) throw new Error('must be between 64b and 1mb');
+      return n;
+    },
   }),
   LIMITER_TRUST_PROXY: v({
     default: 'false',
@@ -1300,6 +1330,18 @@ export const ENV = {
       const ms = duration(raw);
       if (ms < 1000 || ms > 86_400_000) throw new Error('must be between 1s and 24h');
       return ms;
+    },
+  }),
+  IDENTITY_BOOTSTRAP_ADMIN: v({
+    default: undefined,
+    optional: true,
+    services: ['identity'],
+    description:
+      'E-mail of an account to make admin once (signup only creates customers): promoted at start, or as soon as it signs up; audited in role_changes, never repeated after a demotion. Or run `npm run admin -- promote <email>`',
+    parse: (raw) => {
+      const email = raw.trim().toLowerCase();
+      if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || email.length > 254) throw new Error('must be an e-mail address');
+      return email;
     },
   }),
   // ── identity: the notification relay (identity/notify) ──────────────────

@@ -5,7 +5,8 @@
  * - HTTP (CONTROL_PLANE_HTTP_PORT): the internal API `/internal/quotas/{api_key}`, `/healthz`,
  *   `/readyz`, `/metrics`;
  * - gRPC (CONTROL_PLANE_GRPC_PORT): quota.v1.QuotaAdminService (admin-only) and
- *   quota.v1.QuotaSyncService (Watch / Snapshot / Ack, for sidecars).
+ *   quota.v1.QuotaSyncService (Watch / Snapshot / Ack, for sidecars), with grpc.health.v1.Health
+ *   and server reflection (shared/grpc-health.ts, shared/grpc-reflection.ts).
  *
  * Several replicas may share the database: each keeps its own in-memory copy of the table, woken by
  * LISTEN/NOTIFY and kept honest by polling the version (CONTROL_PLANE_POLL_INTERVAL), and they share
@@ -18,6 +19,8 @@ import { QuotaAdminService, QuotaSyncService } from '../../proto/gen/quota/v1/qu
 import { systemClock, type Clock } from '../../shared/clock.js';
 import type { ConfigOf } from '../../shared/config.js';
 import { addGrpcService } from '../../shared/grpc.js';
+import { addGrpcHealth, GrpcHealth } from '../../shared/grpc-health.js';
+import { addGrpcReflection } from '../../shared/grpc-reflection.js';
 import { createVerifier } from '../../shared/jwt/index.js';
 import type { Logger } from '../../shared/log.js';
 import type { Started } from '../../shared/main.js';
@@ -43,6 +46,8 @@ export type ControlPlaneConfig = ConfigOf<typeof controlPlaneConfig>;
 export interface ControlPlaneDeps {
   /** Default: the system clock. */
   clock?: Clock;
+  /** How often open gRPC health Watch streams re-check readiness, ms (default 1 s). */
+  healthPollMs?: number;
 }
 
 /** A running control plane. */
@@ -120,6 +125,7 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
   let beat: NodeJS.Timeout | undefined;
   let http: HttpService | undefined;
   let grpcPort: number;
+  let health: GrpcHealth | undefined;
   try {
     // The table is loaded before anything is served: no sidecar or admin sees an empty mirror.
     await mirror.start();
@@ -152,6 +158,15 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
     });
     addGrpcService(server, QuotaAdminService, grpcAdminService({ admin, auth, metrics, log }));
     addGrpcService(server, QuotaSyncService, sync.implementation());
+    // Kubernetes' grpc probe and grpcurl (README, "gRPC health and reflection"). The admin service
+    // needs PostgreSQL; the sync service serves the in-memory table through an outage, so only its
+    // being up counts for it; "" (the whole server) is every check.
+    health = new GrpcHealth({
+      services: { [QuotaAdminService.typeName]: [postgresCheck(pool)], [QuotaSyncService.typeName]: [] },
+      pollMs: deps.healthPollMs,
+    });
+    addGrpcHealth(server, health);
+    addGrpcReflection(server, [QuotaAdminService, QuotaSyncService]);
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     grpcPort = await new Promise<number>((resolve, reject) =>
       server.bindAsync(`${host}:${config.CONTROL_PLANE_GRPC_PORT}`, grpc.ServerCredentials.createInsecure(), (err, port) =>
@@ -162,6 +177,7 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
     clearInterval(poll);
     clearInterval(beat);
     presence.close();
+    health?.close();
     server.forceShutdown();
     await http?.close(0);
     await listener.close();
@@ -180,6 +196,9 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
       (closing ??= (async () => {
         clearInterval(poll);
         clearInterval(beat);
+        // Health first: a balancer stops sending here before the server stops taking calls.
+        health?.shutdown();
+        health?.close();
         // Ending the streams tells the other replicas (presence) these sidecars are gone from here.
         sync.closeAll();
         sidecars.close();
