@@ -22,8 +22,12 @@ export const startConfig = pick(ENV, [
   'NOTIFIER_PORT',
   'IDENTITY_PORT',
   'SANDBOX_PORT',
+  'CONSOLE_PORT',
+  'CONSOLE_PUBLIC_URL',
+  'CONSOLE_CLIENT_ID',
   // handed to the services it starts (generated when unset)
   'ADMIN_TOKEN',
+  'IDENTITY_ADMIN_TOKEN',
   'SERVICE_SECRET',
   'NOTIFIER_TRACKING_SECRET',
   'LIMITER_CONTROL_PLANE_URL',
@@ -35,6 +39,9 @@ export const quotaCliConfig = pick(ENV, ['CONTROL_PLANE_GRPC_URL', 'ADMIN_TOKEN'
 
 /** The signing-key admin CLI (bin/keys.ts, `npm run keys`). */
 export const keysCliConfig = pick(ENV, ['IDENTITY_URL', 'IDENTITY_ADMIN_TOKEN']);
+
+/** The account admin CLI (bin/admin.ts, `npm run admin`): identity's database. */
+export const adminCliConfig = pick(ENV, ['DATABASE_URL']);
 
 /** The Docker HEALTHCHECK (bin/healthcheck.ts). */
 export const healthcheckConfig = pick(ENV, ['HEALTHCHECK_HOST']);

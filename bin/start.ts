@@ -15,10 +15,11 @@ import { PROJECT_ROOT } from '../shared/paths.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
 import { Supervisor } from './supervisor.js';
 import { shipTemplates } from '../identity/notify/templates.js';
+import { ensureConsoleClient } from '../console/registration.js';
 
 const spec = startConfig;
 
-type Name = 'control-plane' | 'limiter' | 'notifier' | 'identity' | 'sandbox';
+type Name = 'control-plane' | 'limiter' | 'notifier' | 'identity' | 'sandbox' | 'console';
 
 const say = (line: string): void => void process.stdout.write(line + '\n');
 
@@ -58,8 +59,13 @@ async function main(): Promise<void> {
         'sidecar admin (/metrics)': `http://${host}:${config.LIMITER_ADMIN_PORT}`,
       },
     },
+    console: {
+      script: 'dist/console/main.js',
+      ready: `http://${host}:${config.CONSOLE_PORT}/readyz`,
+      urls: { 'operator console (browser)': config.CONSOLE_PUBLIC_URL },
+    },
   };
-  const order: Name[] = ['control-plane', 'identity', 'sandbox', 'notifier', 'limiter'];
+  const order: Name[] = ['control-plane', 'identity', 'sandbox', 'notifier', 'limiter', 'console'];
   const names = order.filter((n) => config.START_SERVICES.includes(n));
 
   let pg: EmbeddedPostgres | undefined;
@@ -99,58 +105,96 @@ async function main(): Promise<void> {
   // and identity trust X-Subject only with it. One per run unless configured.
   const serviceSecret = config.SERVICE_SECRET ?? randomBytes(24).toString('base64url');
   const trackingSecret = config.NOTIFIER_TRACKING_SECRET ?? randomBytes(24).toString('base64url');
+  // identity's admin token registers the console's OAuth client below (and serves `npm run keys`).
+  const identityAdminToken = config.IDENTITY_ADMIN_TOKEN ?? randomBytes(32).toString('base64url');
+  const generatedIdentityToken = config.IDENTITY_ADMIN_TOKEN === undefined;
   if (names.includes('control-plane') && !config.LIMITER_CONTROL_PLANE_URL && !config.LIMITER_QUOTA_FILE) {
     limiterEnv.LIMITER_CONTROL_PLANE_URL = `${host}:${config.CONTROL_PLANE_GRPC_PORT}`;
   }
-  for (const name of names) {
+  const spawnEnv = (name: Name): Record<string, string> => ({
+    DATABASE_URL: databaseUrl,
+    SERVICE_SECRET: serviceSecret,
+    ...(name === 'limiter' ? limiterEnv : {}),
+    ...(name === 'control-plane' ? { ADMIN_TOKEN: adminToken } : {}),
+    ...(name === 'notifier' ? { NOTIFIER_TRACKING_SECRET: trackingSecret } : {}),
+    // Identity's notification relay goes through this run's sidecar, wherever LIMITER_PORT put
+    // it, unless the environment names another address (the child reads it then).
+    ...(name === 'identity' && process.env['IDENTITY_NOTIFY_URL'] === undefined
+      ? { IDENTITY_NOTIFY_URL: `http://${host}:${config.LIMITER_PORT}` }
+      : {}),
+    // Provider feedback (notifier/feedback): the sandbox posts its SES events and Twilio status
+    // callbacks to the notifier through this run's sidecar (the SMS callback URL is built on
+    // NOTIFIER_PUBLIC_URL, the sidecar's origin), and the notifier fetches the sandbox's SNS
+    // certificate over plain http from the sandbox's address only.
+    ...(name === 'sandbox' && process.env['SANDBOX_SNS_ENDPOINT'] === undefined
+      ? { SANDBOX_SNS_ENDPOINT: `http://${host}:${config.LIMITER_PORT}/api/v1/webhooks/ses` }
+      : {}),
+    ...(name === 'notifier' && names.includes('sandbox') && process.env['NOTIFIER_SNS_CERT_HTTP_HOSTS'] === undefined
+      ? { NOTIFIER_SNS_CERT_HTTP_HOSTS: `${host}:${config.SANDBOX_PORT}` }
+      : {}),
+    ...(name === 'notifier' && process.env['NOTIFIER_PUBLIC_URL'] === undefined
+      ? { NOTIFIER_PUBLIC_URL: `http://${host}:${config.LIMITER_PORT}` }
+      : {}),
+    ...(name === 'identity' ? { IDENTITY_ADMIN_TOKEN: identityAdminToken } : {}),
+    // The console calls each service directly, with the operator's token.
+    ...(name === 'console'
+      ? {
+          IDENTITY_URL: `http://${host}:${config.IDENTITY_PORT}`,
+          NOTIFIER_URL: `http://${host}:${config.NOTIFIER_PORT}`,
+          CONSOLE_CONTROL_PLANE_URL: `http://${host}:${config.CONTROL_PLANE_HTTP_PORT}`,
+        }
+      : {}),
+  });
+  const spawn = (name: Name, extra: Record<string, string> = {}): void =>
     supervisor.add({
       name,
       command: process.execPath,
       args: ['--enable-source-maps', resolve(PROJECT_ROOT, catalogue[name].script)],
-      env: {
-        DATABASE_URL: databaseUrl,
-        SERVICE_SECRET: serviceSecret,
-        ...(name === 'limiter' ? limiterEnv : {}),
-        ...(name === 'control-plane' ? { ADMIN_TOKEN: adminToken } : {}),
-        ...(name === 'notifier' ? { NOTIFIER_TRACKING_SECRET: trackingSecret } : {}),
-        // Identity's notification relay goes through this run's sidecar, wherever LIMITER_PORT put
-        // it, unless the environment names another address (the child reads it then).
-        ...(name === 'identity' && process.env['IDENTITY_NOTIFY_URL'] === undefined
-          ? { IDENTITY_NOTIFY_URL: `http://${host}:${config.LIMITER_PORT}` }
-          : {}),
-        // Provider feedback (notifier/feedback): the sandbox posts its SES events and Twilio status
-        // callbacks to the notifier through this run's sidecar (the SMS callback URL is built on
-        // NOTIFIER_PUBLIC_URL, the sidecar's origin), and the notifier fetches the sandbox's SNS
-        // certificate over plain http from the sandbox's address only.
-        ...(name === 'sandbox' && process.env['SANDBOX_SNS_ENDPOINT'] === undefined
-          ? { SANDBOX_SNS_ENDPOINT: `http://${host}:${config.LIMITER_PORT}/api/v1/webhooks/ses` }
-          : {}),
-        ...(name === 'notifier' && names.includes('sandbox') && process.env['NOTIFIER_SNS_CERT_HTTP_HOSTS'] === undefined
-          ? { NOTIFIER_SNS_CERT_HTTP_HOSTS: `${host}:${config.SANDBOX_PORT}` }
-          : {}),
-        ...(name === 'notifier' && process.env['NOTIFIER_PUBLIC_URL'] === undefined
-          ? { NOTIFIER_PUBLIC_URL: `http://${host}:${config.LIMITER_PORT}` }
-          : {}),
-      },
+      env: { ...spawnEnv(name), ...extra },
     });
-  }
+  // The console starts last: its OAuth client is registered at identity first (below).
+  for (const name of names) if (name !== 'console') spawn(name);
 
   const deadline = Date.now() + config.START_READY_TIMEOUT;
-  const pending = new Set(names);
-  while (pending.size > 0 && Date.now() < deadline && !stopping) {
-    await Promise.all(
-      [...pending].map(async (n) => {
-        try {
-          const r = await fetch(catalogue[n].ready, { signal: AbortSignal.timeout(1000) });
-          if (r.ok) pending.delete(n);
-        } catch {
-          // not up yet
-        }
-      }),
-    );
-    if (pending.size > 0) await new Promise((r) => setTimeout(r, 250));
-  }
+  const pending = new Set<Name>(names.filter((n) => n !== 'console'));
+  const waitReady = async (): Promise<void> => {
+    while (pending.size > 0 && Date.now() < deadline && !stopping) {
+      await Promise.all(
+        [...pending].map(async (n) => {
+          try {
+            const r = await fetch(catalogue[n].ready, { signal: AbortSignal.timeout(1000) });
+            if (r.ok) pending.delete(n);
+          } catch {
+            // not up yet
+          }
+        }),
+      );
+      if (pending.size > 0) await new Promise((r) => setTimeout(r, 250));
+    }
+  };
+  await waitReady();
   if (stopping) return;
+  if (pending.size === 0 && names.includes('console')) {
+    // The console's client at identity (a new secret each start), then the console with it.
+    const identityUrl =
+      process.env['IDENTITY_URL'] && !names.includes('identity') ? process.env['IDENTITY_URL'] : `http://${host}:${config.IDENTITY_PORT}`;
+    try {
+      const { clientSecret } = await ensureConsoleClient({
+        identityUrl,
+        adminToken: identityAdminToken,
+        clientId: config.CONSOLE_CLIENT_ID,
+        redirectUri: `${config.CONSOLE_PUBLIC_URL}/auth/callback`,
+      });
+      spawn('console', { CONSOLE_CLIENT_SECRET: clientSecret });
+      pending.add('console');
+      await waitReady();
+      if (stopping) return;
+    } catch (err) {
+      say(`could not register the console at identity: ${err instanceof Error ? err.message : String(err)}`);
+      await stop(1);
+      return;
+    }
+  }
   if (pending.size > 0) {
     say(`not ready after ${config.START_READY_TIMEOUT / 1000} s: ${[...pending].join(', ')}`);
     await stop(1);
@@ -179,6 +223,8 @@ async function main(): Promise<void> {
     say(`  ${'control plane gRPC'.padEnd(30)} ${host}:${config.CONTROL_PLANE_GRPC_PORT}`);
     if (generatedToken) say(`\nadmin token for this run (quota CLI, /internal API): export ADMIN_TOKEN=${adminToken}`);
   }
+  if (names.includes('identity') && generatedIdentityToken)
+    say(`identity admin token for this run (npm run keys, /auth/admin): export IDENTITY_ADMIN_TOKEN=${identityAdminToken}`);
   say('\nCtrl-C stops everything.');
 }
 

@@ -35,7 +35,7 @@ function render(v: HtmlValue): string {
   if (v === null || v === undefined || v === false) return '';
   if (v instanceof Html) return v.value;
   if (Array.isArray(v)) return (v as readonly HtmlValue[]).map(render).join('');
-  return escapeHtml(String(v as string | number | bigint | boolean));
+  return escapeHtml(String(v));
 }
 
 /** The tagged template: `html\`<p>${text}</p>\`` escapes `text`; fragments nest as they are. */

@@ -151,10 +151,10 @@ export const ENV = {
   }),
   // ── supervisor (npm start) ────────────────────────────────────────────────
   START_SERVICES: v({
-    default: 'control-plane,limiter,notifier,identity,sandbox',
+    default: 'control-plane,limiter,notifier,identity,sandbox,console',
     services: ['start'],
     description: 'Which services `npm start` runs',
-    parse: list(oneOf(['control-plane', 'limiter', 'notifier', 'identity', 'sandbox'])),
+    parse: list(oneOf(['control-plane', 'limiter', 'notifier', 'identity', 'sandbox', 'console'])),
   }),
   START_READY_TIMEOUT: v({
     default: '60s',
@@ -187,14 +187,14 @@ export const ENV = {
   }),
   IDENTITY_URL: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter', 'control-plane', 'notifier', 'cli'],
+    services: ['limiter', 'control-plane', 'notifier', 'console', 'cli'],
     description: "Origin of the identity service; the sidecar routes identity's paths there and fetches its JWKS",
     parse: url(['http', 'https']),
   }),
   LIMITER_ROUTES: v({
     default: undefined,
     optional: true,
-    services: ['limiter'],
+    services: ['limiter', 'console'],
     description:
       'Extra routes: comma-separated `/prefix=http://host:port`, each optionally `;auth=optional` and `;class=default|public_read|auth|payment|sms`; override the defaults on the same prefix',
     parse: (raw) => raw,
@@ -602,7 +602,7 @@ export const ENV = {
   }),
   JWT_CLOCK_SKEW: v({
     default: '60s',
-    services: ['limiter', 'identity', 'control-plane', 'notifier'],
+    services: ['limiter', 'identity', 'control-plane', 'notifier', 'console'],
     description: 'Clock skew tolerated on exp, nbf and iat',
     parse: duration,
   }),
@@ -835,7 +835,7 @@ export const ENV = {
   // ── notifier: campaigns (notifier/campaigns) ─────────────────────────────
   NOTIFIER_CAMPAIGN_SHARD_SIZE: v({
     default: '1000',
-    services: ['notifier'],
+    services: ['notifier', 'console'],
     description: 'Members per fan-out shard: one queued job, one INSERT and one checkpoint each',
     parse: int(10, 100_000),
   }),
@@ -1238,7 +1238,7 @@ export const ENV = {
     default: undefined,
     optional: true,
     secret: true,
-    services: ['identity', 'cli'],
+    services: ['identity', 'start', 'cli'],
     description: 'Bearer token for /auth/admin/clients (client registration); unset, only access tokens with role admin are accepted',
     parse: (raw) => {
       if (raw.length < 32) throw new Error('must be at least 32 characters');
@@ -1404,3 +1404,63 @@ export const ENV = {
 } satisfies Record<string, VarSpec<unknown>>;
 
 export type EnvCatalog = typeof ENV;
+  // ── operator console (console/) ───────────────────────────────────────────
+  CONSOLE_PORT: v({
+    default: '8084',
+    services: ['console', 'start'],
+    description: 'Operator console (web pages) and /metrics, /healthz, /readyz',
+    parse: port,
+  }),
+  CONSOLE_PUBLIC_URL: v({
+    default: 'http://127.0.0.1:8084',
+    services: ['console', 'start'],
+    description:
+      "The console's origin as browsers reach it: the OAuth redirect URI is this + /auth/callback, a form post's Origin must equal it, and an https URL makes the cookies Secure (and __Host- named)",
+    parse: url(['http', 'https']),
+  }),
+  CONSOLE_CLIENT_ID: v({
+    default: 'console',
+    services: ['console', 'start'],
+    description: "The console's OAuth client id at identity (a confidential client with the code and refresh grants)",
+    parse: nonEmpty,
+  }),
+  CONSOLE_CLIENT_SECRET: v({
+    default: undefined,
+    optional: true,
+    secret: true,
+    services: ['console'],
+    description:
+      "The console's client secret (required by the console); `npm start` registers the client and hands the secret to the console itself",
+    parse: nonEmpty,
+  }),
+  CONSOLE_IDENTITY_PUBLIC_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['console'],
+    description: "Identity's origin as browsers reach it (where the console sends them to sign in); default IDENTITY_URL",
+    parse: url(['http', 'https']),
+  }),
+  CONSOLE_CONTROL_PLANE_URL: v({
+    default: 'http://127.0.0.1:8081',
+    services: ['console'],
+    description: "Origin of the control plane's internal HTTP API (the quotas pages)",
+    parse: url(['http', 'https']),
+  }),
+  CONSOLE_SESSION_IDLE: v({
+    default: '30m',
+    services: ['console'],
+    description: 'An operator session unused this long ends (sign in again)',
+    parse: (raw) => durationIn(raw, 60_000, 86_400_000, '1m', '24h'),
+  }),
+  CONSOLE_SESSION_MAX: v({
+    default: '12h',
+    services: ['console'],
+    description: 'An operator session ends this long after sign-in, however busy',
+    parse: (raw) => durationIn(raw, 60_000, 7 * 86_400_000, '1m', '7d'),
+  }),
+  CONSOLE_API_TIMEOUT: v({
+    default: '10s',
+    services: ['console'],
+    description: "How long the console waits for one answer from a service's API before it shows the service as unavailable",
+    parse: (raw) => durationIn(raw, 100, 120_000, '100ms', '2m'),
+  }),

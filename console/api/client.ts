@@ -13,8 +13,8 @@ export interface CallOptions {
   query?: Record<string, string | number | boolean | undefined>;
   /** Sent as JSON. */
   json?: unknown;
-  /** Sent as is, with `contentType`. */
-  body?: string | Buffer;
+  /** Sent as is, with `contentType`; an async iterable is streamed (a segment upload). */
+  body?: string | Buffer | AsyncIterable<Uint8Array>;
   contentType?: string;
   /** Statuses answered without throwing (e.g. 404 for "not found" that a page shows as such). */
   accept?: readonly number[];
@@ -63,7 +63,7 @@ export function serviceClient(opts: ServiceClientOptions): ServiceClient {
     const url = new URL(base + path);
     for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { authorization: `Bearer ${await opts.accessToken()}`, accept: 'application/json' };
-    let body: string | Buffer | undefined;
+    let body: string | Buffer | AsyncIterable<Uint8Array> | undefined;
     if (o.json !== undefined) {
       body = JSON.stringify(o.json);
       headers['content-type'] = 'application/json';
@@ -73,7 +73,17 @@ export function serviceClient(opts: ServiceClientOptions): ServiceClient {
     }
     let res: Response;
     try {
-      res = await fetch(url, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(opts.timeoutMs) });
+      const streamed = body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body);
+      // A streamed body needs `duplex: 'half'` (undici); RequestInit's type predates it.
+      const init = {
+        method,
+        headers,
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(opts.timeoutMs),
+        ...(streamed ? { duplex: 'half' } : {}),
+      };
+      res = await fetch(url, init as RequestInit);
     } catch (err) {
       const timedOut = err instanceof Error && err.name === 'TimeoutError';
       throw new ApiError(opts.service, {

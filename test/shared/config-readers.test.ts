@@ -13,7 +13,8 @@ import { controlPlaneConfig } from '../../limiter/control-plane/config.js';
 import { notifierConfig } from '../../notifier/config.js';
 import { sandboxConfig } from '../../notifier/sandbox/config.js';
 import { identityConfig } from '../../identity/config.js';
-import { healthcheckConfig, keysCliConfig, quotaCliConfig, startConfig } from '../../bin/config.js';
+import { consoleConfig } from '../../console/config.js';
+import { adminCliConfig, healthcheckConfig, keysCliConfig, quotaCliConfig, startConfig } from '../../bin/config.js';
 
 // The harness reads its servers' addresses with need('NAME', …) (test/harness/env.ts).
 const harnessSource = readFileSync(new URL('../harness/env.ts', import.meta.url), 'utf8');
@@ -24,9 +25,10 @@ const readers: Record<Exclude<Service, 'all'>, readonly string[]> = {
   'control-plane': Object.keys(controlPlaneConfig),
   notifier: Object.keys(notifierConfig),
   identity: Object.keys(identityConfig),
+  console: Object.keys(consoleConfig),
   sandbox: Object.keys(sandboxConfig),
   start: Object.keys(startConfig),
-  cli: [...Object.keys(quotaCliConfig), ...Object.keys(keysCliConfig)],
+  cli: [...Object.keys(quotaCliConfig), ...Object.keys(keysCliConfig), ...Object.keys(adminCliConfig)],
   healthcheck: Object.keys(healthcheckConfig),
   test: harnessReads,
 };

@@ -51,7 +51,7 @@ const FAILURES: Record<string, string> = {
   'bad-enum.env': 'config: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
   'bad-duration.env': 'config: SHUTDOWN_GRACE must be a duration such as 500ms, 5s, 2m, 1h or 14d, got "10 seconds"',
   'bad-list-item.env':
-    'config: START_SERVICES item 2: must be one of control-plane, limiter, notifier, identity, sandbox, got "limiter, billing ,notifier"',
+    'config: START_SERVICES item 2: must be one of control-plane, limiter, notifier, identity, sandbox, console, got "limiter, billing ,notifier"',
   'bad-size.env': 'config: MAX_BODY_BYTES must be a size such as 16kb or 1mb, got "1 megabyte"',
 };
 
