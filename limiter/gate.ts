@@ -78,8 +78,6 @@ interface LastKnown {
 }
 
 const LAST_KNOWN_TTL_MS = 30_000;
-/** The largest cost a counter store takes (admission/limit.ts, checkCost). */
-const MAX_COST = 2 ** 31;
 
 /**
  * The `X-RateLimit-Limit` of a quota when no store has answered: what the store would report, the
@@ -107,8 +105,7 @@ export class Gate {
 
   /**
    * Decides `key` (the bucket's subject) under `quota` for one request. Synchronous with the
-   * in-memory store; a promise with a remote one. `hits` multiplies the request's cost (Envoy's
-   * `hits_addend` on the RLS port, limiter/rls/; 0 only reads the figures), capped at 2^31.
+   * in-memory store; a promise with a remote one.
    */
   admit(
     key: string,
@@ -118,7 +115,6 @@ export class Gate {
     route: string,
     method: string,
     path: string,
-    hits = 1,
   ): Outcome | Promise<Outcome> {
     let cost = quota.cost;
     let bucketKey = key;
@@ -133,8 +129,7 @@ export class Gate {
         }
       }
     }
-    if (hits !== 1) cost = Math.min(cost * hits, MAX_COST);
-    const req: AdmitRequest = { key: bucketKey, limit: bucketLimit, global: this.o.global, cost };
+    const req: AdmitRequest = { key: bucketKey, limit: bucketLimit, global: this.o.global, cost, accuracy: quota.accuracy };
     const failMode = quota.failMode ?? defaultFailMode(cls);
     if (!this.o.breaker.allow()) return this.failed(req, quota, failMode, route);
     if (!this.remote) {
@@ -149,7 +144,8 @@ export class Gate {
     } catch (err) {
       return this.storeFailed(err, req, quota, failMode, route);
     }
-    if (!isPending(pending)) return this.remoteDone(pending, started, req, quota, route);
+    // Answered locally (a certain refusal, or a leased token): no round trip to time or report.
+    if (!isPending(pending)) return this.finish(req.key, pending, quota, route);
     return pending.then(
       (r) => this.remoteDone(r, started, req, quota, route),
       (err: unknown) => this.storeFailed(err, req, quota, failMode, route),

@@ -24,8 +24,51 @@ export class LimiterMetrics {
   private readonly remaining: Histogram;
   private sampleEvery = 0;
 
+  /**
+   * Answers given without a Redis round trip over shared counters (refusal-cache.ts, lease.ts),
+   * kept as plain numbers on the request path and read when scraped.
+   */
+  readonly local = { refusals: 0, leaseAdmits: 0, leasesGranted: 0, leasesDenied: 0, tokensTaken: 0, tokensReturned: 0 };
+
   constructor(registry: Registry, hot: HotKeys) {
     const counts = this.counts;
+    const local = this.local;
+    const read = (name: string, help: string, value: () => number, labels?: Record<string, () => number>, label = 'result') =>
+      new Counter({
+        name,
+        help,
+        labelNames: labels ? [label] : [],
+        registers: [registry],
+        collect() {
+          this.reset();
+          if (labels) for (const [k, f] of Object.entries(labels)) this.labels(k).inc(f());
+          else this.inc(value());
+        },
+      });
+    read(
+      'ratelimit_local_refusals',
+      'Requests refused by the sidecar itself because Redis certainly would (exact mode)',
+      () => local.refusals,
+    );
+    read(
+      'ratelimit_lease_local_admits',
+      'Requests admitted from a lease of tokens held by this sidecar (approximate mode)',
+      () => local.leaseAdmits,
+    );
+    read('ratelimit_lease_takes', 'Lease requests to Redis by result (granted, or denied: fewer tokens there than the cost)', () => 0, {
+      granted: () => local.leasesGranted,
+      denied: () => local.leasesDenied,
+    });
+    read(
+      'ratelimit_lease_tokens',
+      'Tokens taken from Redis in leases (taken) and given back unspent (returned)',
+      () => 0,
+      {
+        taken: () => local.tokensTaken,
+        returned: () => local.tokensReturned,
+      },
+      'op',
+    );
     const pushed = new Map<Float64Array, Float64Array>();
     new Counter({
       name: 'ratelimit_decisions',

@@ -16,9 +16,10 @@
  */
 import { readFile } from 'node:fs/promises';
 import { LRUCache } from 'lru-cache';
-import { Algorithm, FailMode, SnapshotSchema, type Quota, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
+import { Accuracy, Algorithm, FailMode, SnapshotSchema, type Quota, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
 import { fromJson } from '../shared/proto-json.js';
 import type { LimitParams } from './admission/limit.js';
+import type { Accuracy as AccuracyName } from './admission/counter-store.js';
 
 export type FailModeName = 'open' | 'closed';
 
@@ -48,6 +49,8 @@ export interface CompiledQuota {
   rules: readonly CompiledRule[];
   /** Seconds the limit is counted over, for the IETF RateLimit-Policy `w` parameter. */
   windowSec: number;
+  /** `approximate` only for a token or leaky bucket that asks for it (lease.ts); else `exact`. */
+  accuracy: AccuracyName;
 }
 
 const ALGORITHM_NAMES: Record<number, LimitParams['algorithm']> = {
@@ -102,6 +105,11 @@ export function compileQuota(q: Quota): CompiledQuota {
     version: Number(q.version),
     rules,
     windowSec: Math.max(1, Math.round(intervalMs / 1000)),
+    // The control plane refuses approximate windows; a hand-written quota file is held exact.
+    accuracy:
+      q.accuracy === Accuracy.APPROXIMATE && (q.algorithm === Algorithm.TOKEN_BUCKET || q.algorithm === Algorithm.LEAKY_BUCKET)
+        ? 'approximate'
+        : 'exact',
   };
 }
 
@@ -130,6 +138,8 @@ export class QuotaCache {
   private versionApplied = 0;
   private appliedAtMs = 0;
   evictions = 0;
+  /** Called with each subject a snapshot writes or deletes (the refusal cache forgets it). */
+  onChange: ((subject: string) => void) | undefined;
 
   constructor(private readonly maxRecords: number) {
     this.records = new LRUCache<string, CompiledQuota>({
@@ -173,8 +183,12 @@ export class QuotaCache {
     for (const id of s.deletedSubjectIds) {
       this.records.delete(id);
       this.plans.delete(id);
+      this.onChange?.(id);
     }
-    for (const q of s.quotas) this.put(compileQuota(q));
+    for (const q of s.quotas) {
+      this.put(compileQuota(q));
+      this.onChange?.(q.subjectId);
+    }
     this.versionApplied = version;
     this.appliedAtMs = nowMs;
     return { applied: true, version };

@@ -11,8 +11,13 @@
  * ```
  * KEYS[1] = subject bucket            KEYS[2] = global bucket shard (optional)
  * ARGV    = alg rate burst interval cost [galg grate gburst ginterval gcost]
- * reply   = { allowed 0|1, binding 0 key|1 global, limit, remaining, resetAtMs, retryAfterMs, nowMs }
+ * reply   = { allowed 0|1, binding 0 key|1 global, limit, remaining, resetAtMs, retryAfterMs, nowMs,
+ *             ktag, ka, kb, kc, [gtag, ga, gb, gc] }
  * ```
+ * The tail is each bucket's state as Redis holds it after the call (the charged state when
+ * admitted, the stored one otherwise; tag 0 for none, i.e. at rest): with `nowMs` it is everything
+ * a sidecar needs to re-run the same algorithm locally (refusal-cache.ts). Adding these reply
+ * fields changed no decision, key or stored value, so it kept layout `v1`.
  * `alg` is the numeric algorithm code (`ALGORITHM_CODE`); `gcost` is the cost charged to the global
  * shard (`cost × shards`). Both buckets are evaluated at one instant and written only when both
  * admit: both or neither, inside one atomic script.
@@ -26,7 +31,7 @@
 /** The Lua line that defines `now` (epoch ms) from the Redis server's clock. */
 export const REDIS_TIME_CLOCK = "local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
 
-const ALGORITHMS_LUA = `
+export const ALGORITHMS_LUA = `
 local MIN_RETRY = 1000
 
 -- Each algorithm: (rate, burst, iv, stored alg tag, a, b, c, now, cost)
@@ -185,7 +190,7 @@ local function save(key, alg, a, b, c, reset, now)
 end
 `;
 
-const MAIN_LUA = `
+export const MAIN_LUA = `
 local alg = tonumber(ARGV[1])
 local cost = tonumber(ARGV[5])
 local tag, sa, sb, sc = load(KEYS[1])
@@ -194,9 +199,9 @@ local ka, kl, kr, kreset, kretry, kna, knb, knc =
 if #KEYS < 2 then
   if ka then
     save(KEYS[1], alg, kna, knb, knc, kreset, now)
-    return { 1, 0, kl, kr, kreset, 0, now }
+    return { 1, 0, kl, kr, kreset, 0, now, alg, kna, knb, knc }
   end
-  return { 0, 0, kl, kr, kreset, kretry, now }
+  return { 0, 0, kl, kr, kreset, kretry, now, tag, sa, sb, sc }
 end
 local galg = tonumber(ARGV[6])
 local gtag, ga, gb, gc = load(KEYS[2])
@@ -205,18 +210,18 @@ local gA, gl, gr, greset, gretry, gna, gnb, gnc =
 if ka and gA then
   save(KEYS[1], alg, kna, knb, knc, kreset, now)
   save(KEYS[2], galg, gna, gnb, gnc, greset, now)
-  return { 1, 0, kl, kr, kreset, 0, now }
+  return { 1, 0, kl, kr, kreset, 0, now, alg, kna, knb, knc, galg, gna, gnb, gnc }
 end
 if not ka then
   local wait = kretry
   if (not gA) and gretry > kretry then wait = gretry end
   local reset = kreset
   if now + wait > reset then reset = now + wait end
-  return { 0, 0, kl, kr, reset, wait, now }
+  return { 0, 0, kl, kr, reset, wait, now, tag, sa, sb, sc, gtag, ga, gb, gc }
 end
 local reset = kreset
 if now + gretry > reset then reset = now + gretry end
-return { 0, 1, kl, 0, reset, gretry, now }
+return { 0, 1, kl, 0, reset, gretry, now, tag, sa, sb, sc, gtag, ga, gb, gc }
 `;
 
 /**

@@ -90,8 +90,14 @@ export const DEFAULT_DEADLINE_MS = 50;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 export const DEFAULT_CLUSTER_SHARDS = 16;
 
-/** The reply of the admission script: allowed, binding, limit, remaining, resetAtMs, retryAfterMs, nowMs. */
-type Reply = [number, number, number, number, number, number, number];
+/**
+ * The reply of the admission script: allowed, binding, limit, remaining, resetAtMs, retryAfterMs,
+ * nowMs (Redis TIME), then each bucket's state after the call (admit-script.ts).
+ */
+type Reply = [number, number, number, number, number, number, number, ...number[]];
+
+/** The admission script's whole reply (see admit-script.ts for its fields), for {@link RedisCounterStore.admitReply}. */
+export type AdmitReply = Reply;
 
 /**
  * ioredis commands added by `defineCommand`, one per key count (the same script and SHA): with a
@@ -235,6 +241,18 @@ export class RedisCounterStore implements CounterStore {
   }
 
   admit(req: AdmitRequest): Promise<AdmitResult> {
+    return this.#admit(req, true) as Promise<AdmitResult>;
+  }
+
+  /**
+   * The same decision as {@link admit}, resolved with the script's whole reply (Redis TIME and the
+   * buckets' states included) for layers that answer later requests locally (refusal-cache.ts).
+   */
+  admitReply(req: AdmitRequest): Promise<AdmitReply> {
+    return this.#admit(req, false) as Promise<AdmitReply>;
+  }
+
+  #admit(req: AdmitRequest, figures: boolean): Promise<AdmitResult | AdmitReply> {
     const n = this.shards;
     const shard = n === 1 ? 0 : shardOf(req.key, n);
     const L = req.limit;
@@ -258,6 +276,15 @@ export class RedisCounterStore implements CounterStore {
         G.intervalMs,
         req.cost * n,
       );
+    }
+    if (!figures) {
+      const reply = p.then(undefined, toStoreError);
+      if (this.#candidateHeads !== undefined) {
+        const enforced = reply.then(toResult);
+        enforced.catch(() => undefined); // the caller handles the reply's rejection
+        this.#shadow(req, shard, enforced);
+      }
+      return reply;
     }
     const result = p.then(toResult, toStoreError);
     if (this.#candidateHeads !== undefined) this.#shadow(req, shard, result);
@@ -334,7 +361,8 @@ function globalKeys(cache: Map<string, string[]>, heads: readonly string[], name
   return keys;
 }
 
-function toResult(r: Reply): AdmitResult {
+/** The decision's figures out of a script reply. */
+export function toResult(r: AdmitReply): AdmitResult {
   return { allowed: r[0] === 1, binding: r[1] === 1 ? 'global' : 'key', limit: r[2], remaining: r[3], resetAtMs: r[4], retryAfterMs: r[5] };
 }
 

@@ -34,7 +34,16 @@ export interface AdmitRequest {
   readonly global?: GlobalBucket | undefined;
   /** Tokens this request costs: an integer ≥ 0 (default 1 is the caller's business). */
   readonly cost: number;
+  /**
+   * The quota's accuracy (default `exact`). `approximate` lets a layer over a shared store admit
+   * from a lease of tokens taken in advance (lease.ts, with its documented bound); stores that
+   * keep no leases ignore it.
+   */
+  readonly accuracy?: Accuracy | undefined;
 }
+
+/** How exactly a quota is enforced across sidecars (quota.v1.Accuracy). */
+export type Accuracy = 'exact' | 'approximate';
 
 /** A store's answer: the decision's figures (the key bucket's, see `decide.ts`) and what bound it. */
 export interface AdmitResult extends Decision {

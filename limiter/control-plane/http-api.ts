@@ -10,7 +10,8 @@
  *   minute, hour, day; or `interval_ms` instead), all required unless the record is a plan
  *   reference (`rate` 0 with `plan`); optional `cost` (default 1), `fail_mode` (open, closed;
  *   default: the route class's), `shadow` (default false), `plan` (default none), `routes`
- *   (default none). 201 when the key had no record, else 200; the body is quota.v1.PutResponse as
+ *   (default none), `accuracy` (exact, approximate; default exact; approximate needs a token or
+ *   leaky bucket). 201 when the key had no record, else 200; the body is quota.v1.PutResponse as
  *   JSON: `{"quota": {...stored record, version...}, "version", "acked_sidecar_ids",
  *   "lagging_sidecar_ids"}`. Optional query `ack_timeout_ms` (default CONTROL_PLANE_ACK_TIMEOUT).
  * - `GET /internal/quotas/{api_key}`: 200 `{"quota": {...}}` (quota.v1.GetResponse), 404 unknown.

@@ -7,19 +7,21 @@
  *   rate); `interval_ms` 0 means `unit` when given, else 1000 (README, "Quota records"); `cost` 0
  * means 1 and may
  *   not exceed `burst` (such a request could never be admitted); a route rule's `cost` 0 means the
- *   record's cost. `fail_mode` unset leaves the route class's default to the sidecar.
+ *   record's cost. `fail_mode` unset leaves the route class's default to the sidecar. `accuracy`
+ *   unset means exact; `approximate` (leases, limiter/admission/README.md) needs a token or leaky
+ *   bucket: a window's count cannot be handed out and taken back.
  * - **plans** (`plan:<name>`): own limits, and `plan` is the plan's own name (filled in when empty).
  *   A plan cannot reference another plan, so its `rate` must be at least 1.
  * - **plan references** (`rate` 0, any other subject): the subject takes everything from the plan
  *   named by `plan`, which must exist. Fields that would have no effect (`algorithm`, `burst`,
- *   `interval_ms`, `unit`, `cost`, `fail_mode`, `routes`) are refused rather than silently stored;
+ *   `interval_ms`, `unit`, `cost`, `fail_mode`, `routes`, `accuracy`) are refused rather than silently stored;
  *   only `shadow` may be set. Stored with those fields at zero.
  *
  * Errors are `invalid_field` naming the field with the caller's prefix (`quota.rate` for gRPC,
  * `rate` for the HTTP body).
  */
 import { create } from '@bufbuild/protobuf';
-import { Algorithm, FailMode, QuotaSchema, RouteRuleSchema, Unit, type Quota, type RouteRule } from '../../proto/gen/quota/v1/quota_pb.js';
+import { Accuracy, Algorithm, FailMode, QuotaSchema, RouteRuleSchema, Unit, type Quota, type RouteRule } from '../../proto/gen/quota/v1/quota_pb.js';
 import { invalidField } from '../../shared/errors.js';
 import { checkSubjectId, isPlanName, planOfSubject } from './subject.js';
 
@@ -43,6 +45,8 @@ export const UNIT_MS: Readonly<Record<number, number>> = {
 
 const ALGORITHMS = new Set<number>([Algorithm.TOKEN_BUCKET, Algorithm.SLIDING_WINDOW, Algorithm.LEAKY_BUCKET, Algorithm.FIXED_WINDOW]);
 const FAIL_MODES = new Set<number>([FailMode.UNSPECIFIED, FailMode.OPEN, FailMode.CLOSED]);
+const ACCURACIES = new Set<number>([Accuracy.UNSPECIFIED, Accuracy.EXACT, Accuracy.APPROXIMATE]);
+const LEASABLE = new Set<number>([Algorithm.TOKEN_BUCKET, Algorithm.LEAKY_BUCKET]);
 const METHOD_RE = /^[A-Z]{1,16}$/;
 const PATH_RE = /^\/[\x21-\x7e]*$/;
 
@@ -68,6 +72,7 @@ export function validateQuota(input: Quota, prefix = ''): ValidatedQuota {
 
   if (input.plan !== '' && !isPlanName(input.plan)) throw invalidField(f('plan'), 'a plan name is 1 to 64 of A-Z a-z 0-9 _ . -');
   if (!FAIL_MODES.has(input.failMode)) throw invalidField(f('fail_mode'), 'must be open or closed');
+  if (!ACCURACIES.has(input.accuracy)) throw invalidField(f('accuracy'), 'must be exact or approximate');
 
   if (input.rate === 0) {
     if (isPlan) throw invalidField(f('rate'), 'a plan must have a rate of at least 1 (a plan cannot reference another plan)');
@@ -79,6 +84,8 @@ export function validateQuota(input: Quota, prefix = ''): ValidatedQuota {
   if (input.algorithm === Algorithm.UNSPECIFIED) throw invalidField(f('algorithm'), 'required');
   if (!ALGORITHMS.has(input.algorithm))
     throw invalidField(f('algorithm'), 'must be token_bucket, sliding_window, leaky_bucket or fixed_window');
+  if (input.accuracy === Accuracy.APPROXIMATE && !LEASABLE.has(input.algorithm))
+    throw invalidField(f('accuracy'), 'approximate needs algorithm token_bucket or leaky_bucket (a window count cannot be leased)');
   const burst = input.burst === 0 ? input.rate : input.burst;
   const intervalMs = resolveInterval(input, f);
   const cost = input.cost === 0 ? 1 : input.cost;
@@ -97,6 +104,7 @@ export function validateQuota(input: Quota, prefix = ''): ValidatedQuota {
       shadow: input.shadow,
       plan: isPlan ? planName : input.plan,
       routes,
+      accuracy: input.accuracy,
     }),
     referencedPlan: undefined,
   };
@@ -114,6 +122,7 @@ function referenceRecord(input: Quota, f: (name: string) => string): Quota {
   if (input.cost !== 0) unused('cost');
   if (input.failMode !== FailMode.UNSPECIFIED) unused('fail_mode');
   if (input.routes.length > 0) unused('routes');
+  if (input.accuracy !== Accuracy.UNSPECIFIED) unused('accuracy');
   return create(QuotaSchema, { subjectId: input.subjectId, rate: 0, shadow: input.shadow, plan: input.plan });
 }
 

@@ -1,12 +1,12 @@
 /**
- * The SQL of the quota store (schema: migrations/001_quotas.sql), kept apart from the code that
+ * The SQL of the quota store (schema: migrations/001_quotas.sql, 002_quota_accuracy.sql), kept apart from the code that
  * sequences it. Every statement is parameterised.
  */
 
 /** The NOTIFY channel a committed write wakes every replica on; the payload is the new version. */
 export const CHANGES_CHANNEL = 'quota_changes';
 
-const COLUMNS = `subject_id, algorithm, rate, burst, interval_ms, cost, fail_mode, shadow, plan, routes, version,
+const COLUMNS = `subject_id, algorithm, rate, burst, interval_ms, cost, fail_mode, shadow, plan, routes, accuracy, version,
   extract(epoch FROM updated_at)::float8 AS updated_at`;
 
 /** Takes the write lock (the version row) and the next version, with the transaction's time. */
@@ -20,12 +20,12 @@ export const SUBJECT_EXISTS = `SELECT 1 FROM quotas WHERE subject_id = $1`;
 export const COUNT_PLAN_REFERENCES = `SELECT count(*)::int AS n FROM quotas WHERE rate = 0 AND plan = $1`;
 
 export const UPSERT_QUOTA = `INSERT INTO quotas
-    (subject_id, algorithm, rate, burst, interval_ms, cost, fail_mode, shadow, plan, routes, version, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12))
+    (subject_id, algorithm, rate, burst, interval_ms, cost, fail_mode, shadow, plan, routes, version, updated_at, accuracy)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12), $13)
   ON CONFLICT (subject_id) DO UPDATE SET
     algorithm = EXCLUDED.algorithm, rate = EXCLUDED.rate, burst = EXCLUDED.burst,
     interval_ms = EXCLUDED.interval_ms, cost = EXCLUDED.cost, fail_mode = EXCLUDED.fail_mode,
-    shadow = EXCLUDED.shadow, plan = EXCLUDED.plan, routes = EXCLUDED.routes,
+    shadow = EXCLUDED.shadow, plan = EXCLUDED.plan, routes = EXCLUDED.routes, accuracy = EXCLUDED.accuracy,
     version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`;
 
 export const DELETE_QUOTA = `DELETE FROM quotas WHERE subject_id = $1`;

@@ -12,7 +12,7 @@
  */
 import { create } from '@bufbuild/protobuf';
 import type pg from 'pg';
-import { AlgorithmSchema, FailModeSchema, QuotaSchema, RouteRuleSchema, type Quota } from '../../proto/gen/quota/v1/quota_pb.js';
+import { AccuracySchema, AlgorithmSchema, FailModeSchema, QuotaSchema, RouteRuleSchema, type Quota } from '../../proto/gen/quota/v1/quota_pb.js';
 import { withTransaction } from '../../shared/db.js';
 import { invalidField } from '../../shared/errors.js';
 import { enumFromJson, enumToJson, fromJson, toJson } from '../../shared/proto-json.js';
@@ -70,6 +70,7 @@ interface QuotaRow {
   shadow: boolean;
   plan: string;
   routes: unknown[];
+  accuracy: string | null;
   version: string;
   updated_at: number;
 }
@@ -266,6 +267,7 @@ function rowParams(q: Quota, now: number): unknown[] {
     JSON.stringify(q.routes.map((r) => toJson(RouteRuleSchema, r))),
     q.version,
     now,
+    q.accuracy === 0 ? null : (enumToJson(AccuracySchema, q.accuracy) ?? null),
   ];
 }
 
@@ -281,6 +283,7 @@ function quotaFromRow(row: QuotaRow): Quota {
     shadow: row.shadow,
     plan: row.plan,
     routes: row.routes.map((r) => fromJson(RouteRuleSchema, r)),
+    accuracy: row.accuracy === null ? 0 : (enumFromJson(AccuracySchema, row.accuracy) ?? 0),
     version: BigInt(row.version),
     updatedAt: row.updated_at,
   });
