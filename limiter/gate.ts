@@ -78,6 +78,8 @@ interface LastKnown {
 }
 
 const LAST_KNOWN_TTL_MS = 30_000;
+/** The largest cost a counter store takes (admission/limit.ts, checkCost). */
+const MAX_COST = 2 ** 31;
 
 /**
  * The `X-RateLimit-Limit` of a quota when no store has answered: what the store would report, the
@@ -105,7 +107,8 @@ export class Gate {
 
   /**
    * Decides `key` (the bucket's subject) under `quota` for one request. Synchronous with the
-   * in-memory store; a promise with a remote one.
+   * in-memory store; a promise with a remote one. `hits` multiplies the request's cost (Envoy's
+   * `hits_addend` on the RLS port, limiter/rls/; 0 only reads the figures), capped at 2^31.
    */
   admit(
     key: string,
@@ -115,6 +118,7 @@ export class Gate {
     route: string,
     method: string,
     path: string,
+    hits = 1,
   ): Outcome | Promise<Outcome> {
     let cost = quota.cost;
     let bucketKey = key;
@@ -129,6 +133,7 @@ export class Gate {
         }
       }
     }
+    if (hits !== 1) cost = Math.min(cost * hits, MAX_COST);
     const req: AdmitRequest = { key: bucketKey, limit: bucketLimit, global: this.o.global, cost, accuracy: quota.accuracy };
     const failMode = quota.failMode ?? defaultFailMode(cls);
     if (!this.o.breaker.allow()) return this.failed(req, quota, failMode, route);

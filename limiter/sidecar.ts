@@ -1,7 +1,8 @@
 /**
  * Assembles the sidecar from its config: counter store, circuit breaker, quota cache, gate, route
  * table, upstream pools, token verifier; the data plane on LIMITER_PORT and the admin endpoints
- * (/metrics, /healthz, /readyz) on LIMITER_ADMIN_PORT. Started in-process by main.ts and tests.
+ * (/metrics, /healthz, /readyz) on LIMITER_ADMIN_PORT; with LIMITER_RLS_PORT, Envoy's rate limit
+ * service with gRPC health and reflection (limiter/rls/). Started in-process by main.ts and tests.
  *
  * /readyz is ready once listening and, when a quota source is configured, once a snapshot is
  * loaded. A Redis outage does not make the sidecar unready: it keeps serving under each quota's
@@ -9,7 +10,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { App, closeListenSocket, listen } from '../shared/uws.js';
-import { operationalRoutes, InFlight } from '../shared/http.js';
+import { operationalRoutes, InFlight, type HealthCheck } from '../shared/http.js';
 import type { Logger } from '../shared/log.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { createRegistry } from '../shared/metrics.js';
@@ -36,17 +37,22 @@ import { QuotaSync, defaultSidecarId } from './quota-sync.js';
 import { registerQuotaSyncMetrics } from './quota-sync-metrics.js';
 import type { LimiterConfig } from './config.js';
 import { ConfigError } from '../shared/config.js';
+import { startRlsServer, type RlsServer } from './rls/server.js';
 
 export interface SidecarDeps {
   clock?: Clock;
   /** A static key set instead of fetching IDENTITY_URL's JWKS (tests, standalone). */
   jwks?: JwksDocument;
   random?: () => number;
+  /** How often open gRPC health Watch streams on the RLS port re-check readiness, ms (default 1 s). */
+  healthPollMs?: number;
 }
 
 export interface Sidecar {
   port: number;
   adminPort: number;
+  /** The Envoy rate limit service's gRPC port (LIMITER_RLS_PORT); undefined when not served. */
+  rlsPort: number | undefined;
   quotas: QuotaCache;
   sync: QuotaSync | undefined;
   store: CounterStore;
@@ -304,22 +310,23 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
   plane.register(app);
   const admin = App();
   let closing = false;
+  const readyChecks: HealthCheck[] =
+    config.LIMITER_QUOTA_FILE || sync
+      ? [
+          {
+            name: 'quotas',
+            check: async () => {
+              if (sync ? !sync.ready() : quotas.appliedAt === 0) throw new Error('no quota snapshot loaded');
+            },
+          },
+        ]
+      : [];
   operationalRoutes(admin, {
     log,
     maxBodyBytes: 1024,
     registry,
     draining: () => closing,
-    checks:
-      config.LIMITER_QUOTA_FILE || sync
-        ? [
-            {
-              name: 'quotas',
-              check: async () => {
-                if (sync ? !sync.ready() : quotas.appliedAt === 0) throw new Error('no quota snapshot loaded');
-              },
-            },
-          ]
-        : [],
+    checks: readyChecks,
   });
 
   const data = await listen(app, config.HOST, config.LIMITER_PORT).catch((err: unknown) => {
@@ -333,11 +340,38 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     closeListenSocket(data.socket);
     throw Object.assign(new Error(`port ${config.LIMITER_ADMIN_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
   }
+  // Envoy's rate limit service (limiter/rls/), when LIMITER_RLS_PORT is set: the same plane decides.
+  let rls: RlsServer | undefined;
+  if (config.LIMITER_RLS_PORT !== undefined) {
+    try {
+      rls = await startRlsServer({
+        plane,
+        routes,
+        clock,
+        log,
+        registry,
+        limits: {
+          maxDescriptors: config.LIMITER_RLS_MAX_DESCRIPTORS,
+          maxEntries: config.LIMITER_RLS_MAX_ENTRIES,
+          maxValueBytes: config.LIMITER_RLS_MAX_VALUE,
+        },
+        host: config.HOST,
+        port: config.LIMITER_RLS_PORT,
+        checks: readyChecks,
+        healthPollMs: deps.healthPollMs,
+      });
+    } catch (err) {
+      closeListenSocket(data.socket);
+      closeListenSocket(adminSock.socket);
+      throw err;
+    }
+  }
   log.info({ port: data.port, admin: adminSock.port, store: store.kind, routes: routes.routes.map((r) => r.prefix) }, 'sidecar listening');
 
   return {
     port: data.port,
     adminPort: adminSock.port,
+    rlsPort: rls?.port,
     quotas,
     sync,
     store,
@@ -350,9 +384,12 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       closing = true;
       const deadline = Date.now() + graceMs;
       closeListenSocket(data.socket);
+      // The RLS drains beside the data plane (its calls must be answered before the store closes).
+      const rlsClosed = rls?.close(graceMs);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([inFlight.idle(), new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
       clearTimeout(timer);
+      await rlsClosed;
       // Whatever is still in flight after the grace period is cut.
       await upstreams.close(Math.max(0, deadline - Date.now()));
       await sync?.close();
