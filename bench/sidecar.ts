@@ -1,35 +1,50 @@
 /**
  * The sidecar benchmark (targets in bench/lib/report.ts `ratios`): requests/s, p50 and p99 of
  *   (a) the minimal upstream, direct;
- *   (b) the sidecar with an admitting quota, (c) with a denying one, each on the in-memory and the
- *       Redis counter store;
- *   (d) the peer: nginx `limit_req` + `proxy_pass`, one worker, admitting and denying;
- *   and, at a fixed 5,000 requests/s, the latency direct vs through each proxy (the added p99);
+ *   the floor: a bare uWS + undici proxy with the sidecar's header set and no decision
+ *       (bench/peers/bare-proxy.ts);
+ *   (b) the sidecar with an admitting quota, (c) with a denying one, and the abuse workload (10,000
+ *       API keys, each offered about 10× its limit), each on the in-memory and the Redis counter
+ *       store; with Redis, also admitted in approximate mode when quotas have an `accuracy` field;
+ *   the baseline: the same scenarios' admitted path on a build of another commit (`--baseline`);
+ *   (d) the peers: nginx `limit_req` + `proxy_pass`, one worker, admitting and denying; and the
+ *       fastify 5 + @fastify/rate-limit + @fastify/reply-from gateway (bench/peers/fastify-gateway.ts)
+ *       in process and on Redis, admitting, denying and under the abuse workload;
+ *   and, at a fixed 5,000 requests/s, the latency direct vs through each proxy (the added p99),
+ *   with the sidecar's own decision latency (`ratelimit_decision_duration_seconds`, scraped from
+ *   its admin port before and after);
  * measured with autocannon and, when installed, wrk. The script starts everything it measures,
  * pinned to cores (bench/lib/processes.ts `corePlan`), stops it all after, prints a markdown
  * table with the ratios against the targets, and replaces its section of bench/RESULTS.md.
  *
  *   npx tsc -b && node dist/bench/sidecar.js [--duration 10] [--connections 50]
- *     [--store memory|redis|both] [--scenario direct,admit,deny,nginx,latency] [--rate 5000]
- *     [--warmup 2] [--tools autocannon,wrk] [--upstream uws|node] [--redis-url URL] [--no-pin]
- *     [--install] [--no-write] [--profile]
+ *     [--store memory|redis|both] [--scenario direct,bare,admit,deny,abuse,approx,nginx,fastify,latency]
+ *     [--baseline DIR] [--abuse-rps 50000] [--rate 5000] [--warmup 2] [--tools autocannon,wrk]
+ *     [--upstream uws|node] [--redis-url URL] [--no-pin] [--install] [--no-write] [--profile]
  *
- * `--profile` instead runs scenario (b) alone (or (c), with `--scenario deny`) with the sidecar under
- * `--cpu-prof --cpu-prof-dir bench/.scratch/profile-<ms>`, and prints the 15 functions with the most
- * self time while it served requests, then its hottest source lines (through the source maps).
+ * `--baseline DIR`: DIR is a built checkout of another commit (e.g. `git worktree add /tmp/base
+ * 1bc8205 && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -b)`); its
+ * dist/limiter/main.js is measured admitting on each store, in the same run, as `baseline-*` rows.
+ *
+ * `--profile` instead runs scenario (b) alone (or (c) with `--scenario deny`, the abuse workload
+ * with `--scenario abuse`) with the sidecar under `--cpu-prof --cpu-prof-dir
+ * bench/.scratch/profile-<ms>`, and prints the 15 functions with the most self time while it
+ * served requests, then its hottest source lines (through the source maps).
  *
  * Every figure also records the CPU share the server under test used: a server well under one
  * core was not what limited that row (see bench/RESULTS.md, "Method").
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { ENV } from '../shared/env.js';
+import { enumJsonNames } from '../shared/proto-json.js';
+import { QuotaSchema } from '../proto/gen/quota/v1/quota_pb.js';
 import { hotLines, topSelfTime, type CpuProfile } from './lib/cpu-profile.js';
-import { runAutocannon, runWrk, type LoadOptions, type Measurement, type Tool } from './lib/load.js';
+import { runAutocannon, runWrk, type LoadOptions, type Measurement, type RotatingHeader, type Tool } from './lib/load.js';
 import { nginxVersion, startNginx } from './lib/nginx.js';
 import {
   corePlan,
@@ -39,18 +54,35 @@ import {
   spawnPinned,
   stopAll,
   waitForHttp,
+  waitForPort,
   which,
   type CorePlan,
   type Started,
 } from './lib/processes.js';
 import { startRedis } from './lib/redis.js';
-import { machine, ratios, RESULTS_HEADING, table, warnings, writeResults, type Row } from './lib/report.js';
+import {
+  machine,
+  ratios,
+  RESULTS_HEADING,
+  table,
+  warnings,
+  writeResults,
+  type DecisionLatency,
+  type RatioContext,
+  type Row,
+} from './lib/report.js';
+
+const ALL_SCENARIOS = ['direct', 'bare', 'admit', 'deny', 'abuse', 'approx', 'nginx', 'fastify', 'latency'];
 
 const HELP = `node dist/bench/sidecar.js [options]
   --duration N        seconds per measurement (default 10)
   --connections N     concurrent connections (default 50)
   --store S           memory | redis | both (default both)
-  --scenario LIST     comma-separated: direct,admit,deny,nginx,latency (default all; also a,b,c,d)
+  --scenario LIST     comma-separated: ${ALL_SCENARIOS.join(',')} (default all; also a,b,c,d)
+  --baseline DIR      also measure DIR/dist/limiter/main.js (a built checkout of another commit) admitting
+  --abuse-rps N       the request rate the abuse workload's limits are sized for (default 50000): each of
+                      the 10,000 keys may take one request per (10,000 × 10 / N) s, so at N req/s each
+                      is offered 10× its limit
   --rate N            the fixed rate of the latency scenario, requests/s (default 5000)
   --warmup N          unmeasured seconds before each target (default 2)
   --tools LIST        autocannon,wrk (default both; wrk only when installed)
@@ -59,15 +91,18 @@ const HELP = `node dist/bench/sidecar.js [options]
   --no-pin            do not pin processes to cores
   --install           apt-get install nginx and wrk when missing (needs root)
   --no-write          print only; leave bench/RESULTS.md alone
-  --profile           run scenario (b) alone (or (c) with --scenario deny) with the sidecar under
-                      --cpu-prof, on the first store of --store; print the top self time`;
+  --profile           run scenario (b) alone (or (c) with --scenario deny, the abuse workload with
+                      --scenario abuse) with the sidecar under --cpu-prof, on the first store of
+                      --store; print the top self time`;
 
 const { values: argv } = parseArgs({
   options: {
     duration: { type: 'string', default: '10' },
     connections: { type: 'string', default: '50' },
     store: { type: 'string', default: 'both' },
-    scenario: { type: 'string', default: 'direct,admit,deny,nginx,latency' },
+    scenario: { type: 'string', default: ALL_SCENARIOS.join(',') },
+    baseline: { type: 'string' },
+    'abuse-rps': { type: 'string', default: '50000' },
     rate: { type: 'string', default: '5000' },
     warmup: { type: 'string', default: '2' },
     tools: { type: 'string', default: 'autocannon,wrk' },
@@ -99,24 +134,38 @@ function usage(msg: string): never {
 const DURATION = positive('duration', argv.duration);
 const CONNECTIONS = positive('connections', argv.connections);
 const RATE = positive('rate', argv.rate);
+const ABUSE_RPS = positive('abuse-rps', argv['abuse-rps']);
 const WARMUP = argv.warmup === '0' ? 0 : positive('warmup', argv.warmup);
 const STORES = argv.store === 'both' ? ['memory', 'redis'] : [argv.store];
 if (!STORES.every((s) => s === 'memory' || s === 'redis')) usage(`--store must be memory, redis or both`);
 const ALIASES: Record<string, string> = { a: 'direct', b: 'admit', c: 'deny', d: 'nginx', rate: 'latency' };
 const SCENARIOS = new Set(argv.scenario.split(',').map((s) => ALIASES[s.trim()] ?? s.trim()));
-for (const s of SCENARIOS) if (!['direct', 'admit', 'deny', 'nginx', 'latency'].includes(s)) usage(`unknown scenario "${s}"`);
+for (const s of SCENARIOS) if (!ALL_SCENARIOS.includes(s)) usage(`unknown scenario "${s}"`);
 const WANT_TOOLS = new Set(argv.tools.split(',').map((s) => s.trim()));
 for (const t of WANT_TOOLS) if (t !== 'autocannon' && t !== 'wrk') usage(`unknown tool "${t}"`);
 if (argv.upstream !== 'uws' && argv.upstream !== 'node') usage(`--upstream must be uws or node`);
+const BASELINE = argv.baseline === undefined ? undefined : resolve(argv.baseline);
 
 const SCRATCH = join(PROJECT_ROOT, 'bench', '.scratch');
 const RESULTS = join(PROJECT_ROOT, 'bench', 'RESULTS.md');
 const SIDECAR_MAIN = join(PROJECT_ROOT, 'dist', 'limiter', 'main.js');
 const UPSTREAM_MAIN = join(PROJECT_ROOT, 'dist', 'bench', 'upstream.js');
+const BARE_MAIN = join(PROJECT_ROOT, 'dist', 'bench', 'peers', 'bare-proxy.js');
+const FASTIFY_MAIN = join(PROJECT_ROOT, 'dist', 'bench', 'peers', 'fastify-gateway.js');
 const PATH = '/v1/bench';
 const ADMIT_KEY = 'bench-admit-key';
 const DENY_KEY = 'bench-deny-key';
+const APPROX_KEY = 'bench-approx-key';
 const DENY_INTERVAL_MS = 3_600_000;
+/**
+ * The abuse workload: 10,000 keys, each a token bucket of one token per ABUSE_TOKEN_MS and no burst
+ * (burst 1), sized so that at ABUSE_RPS each key is offered ABUSE_MULTIPLE× its limit. No burst:
+ * a burst of 10 per key would admit 100,000 requests before the steady state the workload is about
+ * (one admission per key as each token comes due, nine refusals in between).
+ */
+const ABUSE: RotatingHeader = { header: 'x-api-key', prefix: 'bench-abuse-', count: 10_000 };
+const ABUSE_MULTIPLE = 10;
+const ABUSE_TOKEN_MS = Math.round((ABUSE.count * ABUSE_MULTIPLE * 1000) / ABUSE_RPS);
 
 const note = (msg: string): void => void process.stderr.write(`${msg}\n`);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -136,8 +185,11 @@ function install(packages: string[]): void {
 }
 
 function prerequisites(): { nginx: string | undefined; wrk: boolean; redisServer: string | undefined } {
-  if (!existsSync(SIDECAR_MAIN) || !existsSync(UPSTREAM_MAIN)) {
-    throw new Error(`${relative(PROJECT_ROOT, SIDECAR_MAIN)} or the bench upstream is not built: run \`npx tsc -b\` first`);
+  for (const f of [SIDECAR_MAIN, UPSTREAM_MAIN, BARE_MAIN, FASTIFY_MAIN]) {
+    if (!existsSync(f)) throw new Error(`${relative(PROJECT_ROOT, f)} is not built: run \`npx tsc -b\` first`);
+  }
+  if (BASELINE && !existsSync(join(BASELINE, 'dist', 'limiter', 'main.js'))) {
+    throw new Error(`--baseline ${BASELINE}: no dist/limiter/main.js there; build it first (npx tsc -b in that checkout)`);
   }
   const needNginx = !argv.profile && (SCENARIOS.has('nginx') || SCENARIOS.has('latency'));
   const needWrk = !argv.profile && WANT_TOOLS.has('wrk');
@@ -163,33 +215,44 @@ function prerequisites(): { nginx: string | undefined; wrk: boolean; redisServer
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
-/** The quota snapshot: an admitting key no run can exhaust, and a denying key (1 per hour, burst 1). */
-function writeQuotaFile(): string {
-  const file = join(SCRATCH, 'quotas.json');
-  const snapshot = {
-    version: 1,
-    issued_at: Math.floor(Date.now() / 1000),
-    quotas: [
-      { subject_id: 'plan:default', algorithm: 'token_bucket', rate: 100, burst: 200, interval_ms: 1000, plan: 'default' },
-      {
-        subject_id: `key:${sha256(ADMIT_KEY)}`,
-        algorithm: 'token_bucket',
-        rate: 1_000_000_000,
-        burst: 1_000_000_000,
-        interval_ms: 1000,
-        plan: 'bench_admit',
-      },
-      {
-        subject_id: `key:${sha256(DENY_KEY)}`,
-        algorithm: 'token_bucket',
-        rate: 1,
-        burst: 1,
-        interval_ms: DENY_INTERVAL_MS,
-        plan: 'bench_deny',
-      },
-    ],
-  };
-  writeFileSync(file, JSON.stringify(snapshot, null, 2));
+/**
+ * The JSON value of `accuracy: approximate` in a quota record, when this build's quota contract has
+ * the field (issue 17, item 2); undefined otherwise, and the approximate-mode row is skipped.
+ */
+function approximateValue(): string | undefined {
+  const f = QuotaSchema.fields.find((x) => x.name === 'accuracy');
+  if (!f) return undefined;
+  if (f.fieldKind === 'enum') return enumJsonNames(f.enum).find((n) => n.startsWith('approx'));
+  if (f.fieldKind === 'scalar') return 'approximate';
+  return undefined;
+}
+const APPROXIMATE = approximateValue();
+const APPROX_MISSING = APPROXIMATE === undefined ? 'needs the quota `accuracy` field (issue 17, item 2), absent in this build' : undefined;
+
+/**
+ * The quota snapshot: an admitting key no run can exhaust, a denying key (1 per hour, burst 1), the
+ * 10,000 abuse keys, and (`approximate`) an admitting key in approximate mode. The baseline build
+ * gets it without the approximate key: an older contract rejects the unknown field.
+ */
+function writeQuotaFile(name: string, approximate: string | undefined): string {
+  const file = join(SCRATCH, name);
+  const bucket = (key: string, plan: string, rate: number, burst: number, intervalMs: number): Record<string, unknown> => ({
+    subject_id: `key:${sha256(key)}`,
+    algorithm: 'token_bucket',
+    rate,
+    burst,
+    interval_ms: intervalMs,
+    plan,
+  });
+  const quotas: Record<string, unknown>[] = [
+    { subject_id: 'plan:default', algorithm: 'token_bucket', rate: 100, burst: 200, interval_ms: 1000, plan: 'default' },
+    bucket(ADMIT_KEY, 'bench_admit', 1_000_000_000, 1_000_000_000, 1000),
+    bucket(DENY_KEY, 'bench_deny', 1, 1, DENY_INTERVAL_MS),
+  ];
+  if (approximate !== undefined)
+    quotas.push({ ...bucket(APPROX_KEY, 'bench_approx', 1_000_000_000, 1_000_000_000, 1000), accuracy: approximate });
+  for (let i = 0; i < ABUSE.count; i++) quotas.push(bucket(`${ABUSE.prefix}${i}`, 'bench_abuse', 1, 1, ABUSE_TOKEN_MS));
+  writeFileSync(file, JSON.stringify({ version: 1, issued_at: Math.floor(Date.now() / 1000), quotas }));
   return file;
 }
 
@@ -203,10 +266,13 @@ async function startUpstream(cpu: string | undefined): Promise<{ port: number; p
 
 interface SidecarProcess {
   port: number;
+  admin: number;
   process: Started;
 }
 
 async function startSidecar(
+  label: string,
+  main: string,
   store: string,
   upstreamPort: number,
   quotaFile: string,
@@ -231,11 +297,11 @@ async function startSidecar(
     JWKS_URL: 'http://127.0.0.1:1/none',
     ...(store === 'redis' ? { REDIS_URL: redisUrl } : {}),
   });
-  const args = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir, SIDECAR_MAIN] : [SIDECAR_MAIN];
-  const log = join(SCRATCH, `sidecar-${store}.log`);
-  const p = spawnPinned(`sidecar (${store})`, process.execPath, args, { cpu, env, logFile: log });
+  const args = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir, main] : [main];
+  const log = join(SCRATCH, `${label.replace(/[^a-z0-9-]+/gi, '-')}-${store}.log`);
+  const p = spawnPinned(`${label} (${store})`, process.execPath, args, { cpu, env, logFile: log });
   await waitForHttp(p, `http://127.0.0.1:${admin}/readyz`, log);
-  return { port, process: p };
+  return { port, admin, process: p };
 }
 
 /** One request per key, to fail fast on a miswired run instead of measuring 404s. */
@@ -250,25 +316,68 @@ async function checkWiring(label: string, url: string, key: string, expect: 'adm
   if (!ok) throw new Error(`${label}: expected ${expect === 'admit' ? 200 : 429} from ${url}, got ${status}`);
 }
 
+// ── the decision-latency histogram ───────────────────────────────────────────
+
+const DECISION_METRIC = 'ratelimit_decision_duration_seconds';
+
+/** Cumulative bucket counts of the decision histogram per store label, from the admin /metrics. */
+async function scrapeDecisions(admin: number): Promise<Map<string, Map<number, number>>> {
+  const r = await fetch(`http://127.0.0.1:${admin}/metrics`);
+  const text = await r.text();
+  const out = new Map<string, Map<number, number>>();
+  const re = new RegExp(`^${DECISION_METRIC}_bucket\\{([^}]*)\\} (\\S+)$`, 'gm');
+  for (const m of text.matchAll(re)) {
+    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]));
+    const le = labels.le === '+Inf' ? Infinity : Number(labels.le);
+    const store = labels.store ?? '';
+    let b = out.get(store);
+    if (!b) out.set(store, (b = new Map()));
+    b.set(le, Number(m[2]));
+  }
+  return out;
+}
+
+/** p50 and p99 (as bucket upper bounds, ms) of the decisions counted between two scrapes. */
+function decisionLatency(
+  store: string,
+  before: Map<string, Map<number, number>>,
+  after: Map<string, Map<number, number>>,
+): DecisionLatency | undefined {
+  const a = after.get(store);
+  if (!a) return undefined;
+  const b = before.get(store);
+  const les = [...a.keys()].sort((x, y) => x - y);
+  const delta = les.map((le) => (a.get(le) ?? 0) - (b?.get(le) ?? 0));
+  const count = delta[delta.length - 1] ?? 0;
+  if (count <= 0) return undefined;
+  const at = (p: number): number => les[delta.findIndex((c) => c >= p * count)]! * 1000;
+  return { store, count, p50Ms: at(0.5), p99Ms: at(0.99) };
+}
+
 // ── measuring ────────────────────────────────────────────────────────────────
 
 interface Target {
   id: string;
   label: string;
   url: string;
-  key: string;
+  /** The API key sent, or the rotating key set (abuse workload). */
+  key: string | RotatingHeader;
   /** The server under test, for its CPU use. */
   pid: number;
   /** Fixed rate (latency scenario). */
   rate?: number;
+  /** Around each measured run (after the warm-up). */
+  before?: () => Promise<void>;
+  after?: () => Promise<void>;
 }
 
 async function measure(t: Target, tools: readonly Tool[], plan: CorePlan, rows: Row[]): Promise<void> {
   const o: LoadOptions = {
     url: t.url,
-    headers: { 'x-api-key': t.key },
+    headers: typeof t.key === 'string' ? { 'x-api-key': t.key } : {},
     connections: CONNECTIONS,
     durationSec: DURATION,
+    ...(typeof t.key === 'string' ? {} : { rotate: t.key }),
     ...(t.rate ? { rate: t.rate } : {}),
   };
   if (WARMUP > 0) await runAutocannon({ ...o, durationSec: WARMUP });
@@ -277,24 +386,39 @@ async function measure(t: Target, tools: readonly Tool[], plan: CorePlan, rows: 
     if (tool === 'wrk' && t.rate) continue;
     note(`  ${t.label} · ${tool} · ${DURATION} s`);
     await sleep(300);
+    await t.before?.();
     const cpu0 = cpuSeconds(t.pid);
     const t0 = performance.now();
     const m: Measurement = tool === 'autocannon' ? await runAutocannon(o) : await runWrk(o, plan.load, SCRATCH);
     m.serverCpu = (cpuSeconds(t.pid) - cpu0) / ((performance.now() - t0) / 1000);
+    await t.after?.();
     rows.push({ id: t.id, label: t.label, m });
     const cpu = Number.isFinite(m.serverCpu) ? `, server CPU ${Math.round(m.serverCpu * 100)}%` : '';
-    note(`    ${Math.round(m.rps).toLocaleString('en')} req/s, p50 ${m.p50Ms.toFixed(3)} ms, p99 ${m.p99Ms.toFixed(3)} ms${cpu}`);
+    const refused = m.non2xx > 0 ? `, ${((m.non2xx / Math.max(1, m.responses)) * 100).toFixed(1)}% non-2xx` : '';
+    note(`    ${Math.round(m.rps).toLocaleString('en')} req/s, p50 ${m.p50Ms.toFixed(3)} ms, p99 ${m.p99Ms.toFixed(3)} ms${cpu}${refused}`);
   }
 }
 
 const ORDER = [
   'direct',
+  'bare-admit',
   'sidecar-memory-admit',
   'sidecar-redis-admit',
+  'sidecar-redis-approx-admit',
+  'baseline-memory-admit',
+  'baseline-redis-admit',
   'nginx-admit',
+  'fastify-memory-admit',
+  'fastify-redis-admit',
   'sidecar-memory-deny',
   'sidecar-redis-deny',
   'nginx-deny',
+  'fastify-memory-deny',
+  'fastify-redis-deny',
+  'sidecar-memory-abuse',
+  'sidecar-redis-abuse',
+  'fastify-memory-abuse',
+  'fastify-redis-abuse',
   'rate-direct',
   'rate-sidecar-memory',
   'rate-sidecar-redis',
@@ -310,11 +434,16 @@ async function benchmark(): Promise<void> {
   if (tools.length === 0) throw new Error('no load generator to run: --tools names none that is installed');
   note(`pinning: ${plan.description}`);
 
-  const quotaFile = writeQuotaFile();
+  const approx = SCENARIOS.has('approx') && STORES.includes('redis') ? APPROXIMATE : undefined;
+  if (SCENARIOS.has('approx') && APPROX_MISSING) note(`approximate mode: skipped (${APPROX_MISSING})`);
+  const quotaFile = writeQuotaFile('quotas.json', approx);
+  const baselineQuotaFile = BASELINE ? writeQuotaFile('quotas-baseline.json', undefined) : undefined;
   const upstream = await startUpstream(plan.aux);
-  const direct = `http://127.0.0.1:${upstream.port}${PATH}`;
+  const upstreamOrigin = `http://127.0.0.1:${upstream.port}`;
+  const direct = `${upstreamOrigin}${PATH}`;
   const rateLabel = `${RATE.toLocaleString('en')} req/s`;
   const rows: Row[] = [];
+  const decisions: DecisionLatency[] = [];
 
   if (SCENARIOS.has('direct'))
     await measure(
@@ -339,42 +468,120 @@ async function benchmark(): Promise<void> {
     );
   }
 
+  if (SCENARIOS.has('bare')) {
+    const port = await freePort();
+    const log = join(SCRATCH, 'bare-proxy.log');
+    const bare = spawnPinned('bare proxy', process.execPath, [BARE_MAIN, String(port), upstreamOrigin], { cpu: plan.server, logFile: log });
+    await waitForPort(bare, port, log);
+    await measure(
+      {
+        id: 'bare-admit',
+        label: 'floor: bare uWS + undici proxy, no decision',
+        url: `http://127.0.0.1:${port}${PATH}`,
+        key: ADMIT_KEY,
+        pid: bare.child.pid!,
+      },
+      tools,
+      plan,
+      rows,
+    );
+    await bare.stop();
+  }
+
+  // One Redis for every Redis-backed server of the run (sidecars, baseline, fastify): each writes
+  // its own keys (prefixes), and the bench's own redis-server holds nothing else.
   let redis: { url: string; process: Started } | undefined;
+  let redisUrl = argv['redis-url'];
+  const usesRedis = STORES.includes('redis') && ['admit', 'deny', 'abuse', 'approx', 'latency', 'fastify'].some((s) => SCENARIOS.has(s));
+  if (usesRedis && !redisUrl) {
+    redis = await startRedis(pre.redisServer!, SCRATCH, plan.aux);
+    redisUrl = redis.url;
+  }
+
   for (const store of STORES) {
-    if (!['admit', 'deny', 'latency'].some((s) => SCENARIOS.has(s))) break;
-    let redisUrl: string | undefined;
-    if (store === 'redis') {
-      redisUrl = argv['redis-url'];
-      if (!redisUrl) {
-        redis = await startRedis(pre.redisServer!, SCRATCH, plan.aux);
-        redisUrl = redis.url;
-      }
-    }
-    const sc = await startSidecar(store, upstream.port, quotaFile, redisUrl, plan.server);
+    if (!['admit', 'deny', 'abuse', 'approx', 'latency'].some((s) => SCENARIOS.has(s))) break;
+    const sc = await startSidecar('sidecar', SIDECAR_MAIN, store, upstream.port, quotaFile, redisUrl, plan.server);
     const url = `http://127.0.0.1:${sc.port}${PATH}`;
+    const pid = sc.process.child.pid!;
     await checkWiring(`sidecar (${store})`, url, ADMIT_KEY, 'admit');
     await checkWiring(`sidecar (${store})`, url, DENY_KEY, 'deny');
     if (SCENARIOS.has('admit'))
       await measure(
-        { id: `sidecar-${store}-admit`, label: `(b) sidecar, ${store} store, admitting`, url, key: ADMIT_KEY, pid: sc.process.child.pid! },
+        { id: `sidecar-${store}-admit`, label: `(b) sidecar, ${store} store, admitting`, url, key: ADMIT_KEY, pid },
         tools,
         plan,
         rows,
       );
+    if (SCENARIOS.has('approx') && store === 'redis' && approx !== undefined) {
+      await checkWiring(`sidecar (${store}, approximate)`, url, APPROX_KEY, 'admit');
+      await measure(
+        { id: 'sidecar-redis-approx-admit', label: '(b) sidecar, redis store, approximate mode, admitting', url, key: APPROX_KEY, pid },
+        tools,
+        plan,
+        rows,
+      );
+    }
     if (SCENARIOS.has('deny'))
       await measure(
-        { id: `sidecar-${store}-deny`, label: `(c) sidecar, ${store} store, denying`, url, key: DENY_KEY, pid: sc.process.child.pid! },
+        { id: `sidecar-${store}-deny`, label: `(c) sidecar, ${store} store, denying`, url, key: DENY_KEY, pid },
+        tools,
+        plan,
+        rows,
+      );
+    if (SCENARIOS.has('abuse'))
+      await measure(
+        { id: `sidecar-${store}-abuse`, label: `(c) sidecar, ${store} store, abuse workload`, url, key: ABUSE, pid },
         tools,
         plan,
         rows,
       );
     if (SCENARIOS.has('latency')) {
       const label = `latency @ ${rateLabel}: sidecar, ${store} store`;
-      await measure({ id: `rate-sidecar-${store}`, label, url, key: ADMIT_KEY, pid: sc.process.child.pid!, rate: RATE }, tools, plan, rows);
+      let before = new Map<string, Map<number, number>>();
+      await measure(
+        {
+          id: `rate-sidecar-${store}`,
+          label,
+          url,
+          key: ADMIT_KEY,
+          pid,
+          rate: RATE,
+          before: async () => void (before = await scrapeDecisions(sc.admin)),
+          after: async () => {
+            const d = decisionLatency(store, before, await scrapeDecisions(sc.admin));
+            if (d) decisions.push(d);
+            else note(`    (no ${DECISION_METRIC}{store="${store}"} on the admin port: this build does not have it)`);
+          },
+        },
+        tools,
+        plan,
+        rows,
+      );
     }
     await sc.process.stop('SIGTERM', 10_000);
   }
-  await redis?.process.stop();
+
+  if (BASELINE && SCENARIOS.has('admit')) {
+    const main = join(BASELINE, 'dist', 'limiter', 'main.js');
+    for (const store of STORES) {
+      const sc = await startSidecar('baseline', main, store, upstream.port, baselineQuotaFile!, redisUrl, plan.server);
+      const url = `http://127.0.0.1:${sc.port}${PATH}`;
+      await checkWiring(`baseline (${store})`, url, ADMIT_KEY, 'admit');
+      await measure(
+        {
+          id: `baseline-${store}-admit`,
+          label: `(b) baseline build, ${store} store, admitting`,
+          url,
+          key: ADMIT_KEY,
+          pid: sc.process.child.pid!,
+        },
+        tools,
+        plan,
+        rows,
+      );
+      await sc.process.stop('SIGTERM', 10_000);
+    }
+  }
 
   if (pre.nginx) {
     const ports = { admit: await freePort(), deny: await freePort(), upstream: upstream.port };
@@ -406,12 +613,50 @@ async function benchmark(): Promise<void> {
       );
     await ng.stop('SIGQUIT', 10_000);
   }
+
+  if (SCENARIOS.has('fastify')) {
+    for (const store of STORES) {
+      const ports = { admit: await freePort(), deny: await freePort(), abuse: await freePort() };
+      const log = join(SCRATCH, `fastify-${store}.log`);
+      const args = [FASTIFY_MAIN, upstreamOrigin, String(ports.admit), String(ports.deny), String(ports.abuse), String(ABUSE_TOKEN_MS)];
+      if (store === 'redis') args.push(redisUrl!);
+      const fy = spawnPinned(`fastify (${store})`, process.execPath, args, { cpu: plan.server, logFile: log });
+      for (const p of Object.values(ports)) await waitForPort(fy, p, log);
+      const at = (port: number): string => `http://127.0.0.1:${port}${PATH}`;
+      await checkWiring(`fastify (${store})`, at(ports.admit), ADMIT_KEY, 'admit');
+      await checkWiring(`fastify (${store})`, at(ports.deny), DENY_KEY, 'deny');
+      const pid = fy.child.pid!;
+      const who = `(d) fastify gateway, ${store === 'memory' ? 'in-process' : 'redis'} counters`;
+      await measure(
+        { id: `fastify-${store}-admit`, label: `${who}, admitting`, url: at(ports.admit), key: ADMIT_KEY, pid },
+        tools,
+        plan,
+        rows,
+      );
+      await measure({ id: `fastify-${store}-deny`, label: `${who}, denying`, url: at(ports.deny), key: DENY_KEY, pid }, tools, plan, rows);
+      if (SCENARIOS.has('abuse'))
+        await measure(
+          { id: `fastify-${store}-abuse`, label: `${who}, abuse workload`, url: at(ports.abuse), key: ABUSE, pid },
+          tools,
+          plan,
+          rows,
+        );
+      await fy.stop('SIGTERM', 10_000);
+    }
+  }
+  await redis?.process.stop();
   await upstream.process.stop();
 
   rows.sort((a, b) => ORDER.indexOf(a.id) - ORDER.indexOf(b.id) || a.m.tool.localeCompare(b.m.tool));
   const date = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   const tbl = table(rows);
-  const rat = ratios(rows, STORES);
+  const ctx: RatioContext = {
+    stores: STORES,
+    decisions,
+    ...(APPROX_MISSING ? { approxMissing: APPROX_MISSING } : {}),
+    ...(BASELINE ? {} : { baselineMissing: 'run with --baseline DIR, a built checkout of the commit before issue 17 (1bc8205)' }),
+  };
+  const rat = ratios(rows, ctx);
   const warn = warnings(rows, RATE);
   console.log(`\n${tbl}\n`);
   if (rat) console.log(`${rat}\n`);
@@ -419,6 +664,9 @@ async function benchmark(): Promise<void> {
 
   if (argv['no-write']) return;
   const cmd = `node dist/bench/sidecar.js ${process.argv.slice(2).join(' ')}`.trim();
+  const baselineCommit = BASELINE
+    ? spawnSync('git', ['-C', BASELINE, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()
+    : '';
   const body = [
     `Run ${date} on ${mach.cores} cores (${mach.cpu}), ${mach.kernel}; node ${mach.node}, ${mach.nginx}, ` +
       `${mach.wrk}, redis ${mach.redis}.`,
@@ -436,11 +684,29 @@ async function benchmark(): Promise<void> {
       `- Sidecar: \`node dist/limiter/main.js\`, one process, LOG_LEVEL=warn, other settings at their defaults (global bucket off, ` +
         `decision sampling 1%), quotas from a snapshot file: the admitting key has a token bucket of rate and burst 10⁹/s, the denying ` +
         `key rate 1, burst 1 per ${DENY_INTERVAL_MS / 3_600_000} h. Redis store: ${argv['redis-url'] ? 'the given Redis' : "a redis-server of the bench's own"} (no persistence) on the upstream's core.`,
-      `- Peer: nginx, \`worker_processes 1\`, \`limit_req\` keyed on \`$http_x_api_key\` (admitting: rate 10⁸ r/s, burst 10⁸ nodelay; ` +
+      `- Abuse workload: ${ABUSE.count.toLocaleString('en')} API keys, each a token bucket of one request per ${(ABUSE_TOKEN_MS / 1000).toFixed(2)} s ` +
+        `without burst; the load generator rotates the key on every request (wrk: a Lua script; autocannon: \`setupRequest\`), so at ` +
+        `${ABUSE_RPS.toLocaleString('en')} req/s each key is offered ${ABUSE_MULTIPLE}× its limit and about ${100 - 100 / ABUSE_MULTIPLE}% of requests are ` +
+        `refused, while every key keeps coming back as its tokens come due. The issue's "10× a limit of 10/s" is scaled to the rate ` +
+        `this machine can offer (\`--abuse-rps\`); the non-2xx share in the table says how close a run came to ${ABUSE_MULTIPLE}×.`,
+      `- Floor: bench/peers/bare-proxy.ts, uWS + undici \`dispatch\` as the sidecar uses them, forwarding the same header set ` +
+        `(client headers minus hop-by-hop, X-Subject, X-Subject-Role, X-Forwarded-For/-Host/-Proto/-Port, Forwarded; the rate-limit ` +
+        `response headers as constant strings), no decision, no hashing, no canonical path.`,
+      ...(BASELINE
+        ? [
+            `- Baseline: \`${relative(PROJECT_ROOT, BASELINE) || BASELINE}\` at ${baselineCommit}, its dist/limiter/main.js with the same settings and snapshot (less the approximate key).`,
+          ]
+        : []),
+      `- Peers: nginx, \`worker_processes 1\`, \`limit_req\` keyed on \`$http_x_api_key\` (admitting: rate 10⁸ r/s, burst 10⁸ nodelay; ` +
         `denying: 1 r/m, burst 1 nodelay; \`limit_req_status 429\`), \`proxy_pass\` to the same upstream over keep-alive ` +
-        `connections (HTTP/1.1, \`keepalive 128\`), X-Forwarded-For/-Proto set, access log off.`,
+        `connections (HTTP/1.1, \`keepalive 128\`), X-Forwarded-For/-Proto set, access log off. The fastify gateway ` +
+        `(bench/peers/fastify-gateway.ts): fastify 5, @fastify/rate-limit keyed on X-API-Key (in process, or on the same Redis through ioredis), ` +
+        `@fastify/reply-from (undici, 128 connections), X-Forwarded-For/-Proto set; its abuse server allows 1 request per ${(ABUSE_TOKEN_MS / 1000).toFixed(2)} s per key (a fixed window).`,
       `- autocannon runs in the bench process; latency is its per-response time recorded at 1 µs resolution (all statuses). ` +
         `wrk: one thread, \`--latency\`. The latency rows hold autocannon at a fixed overall rate (wrk cannot).`,
+      `- Decision latency: the sidecar's \`${DECISION_METRIC}\` histogram (arrival in the uWS callback → the decision, per store), ` +
+        `scraped from its admin port right before and after the fixed-rate run; percentiles are the upper bounds of the buckets the ` +
+        `deltas put them in.`,
       `- Server CPU: user + system time of the server under test (the upstream for direct rows; nginx master and worker) ` +
         `over the run, from /proc, as a share of one core. Well under 100% means the load generator (or other work on the ` +
         `machine), not the server, set that row's requests/s.`,
@@ -461,7 +727,7 @@ async function profile(): Promise<void> {
   const plan = corePlan(!argv['no-pin']);
   pinProcess(process.pid, plan.load);
   const store = STORES[0]!;
-  const quotaFile = writeQuotaFile();
+  const quotaFile = writeQuotaFile('quotas.json', undefined);
   const upstream = await startUpstream(plan.aux);
   let redis: { url: string; process: Started } | undefined;
   let redisUrl = argv['redis-url'];
@@ -471,21 +737,28 @@ async function profile(): Promise<void> {
   }
   const dir = join(SCRATCH, `profile-${Date.now()}`);
   mkdirSync(dir, { recursive: true });
-  const sc = await startSidecar(store, upstream.port, quotaFile, redisUrl, plan.server, dir);
+  const main = BASELINE ? join(BASELINE, 'dist', 'limiter', 'main.js') : SIDECAR_MAIN;
+  const sc = await startSidecar('sidecar', main, store, upstream.port, quotaFile, redisUrl, plan.server, dir);
   const url = `http://127.0.0.1:${sc.port}${PATH}`;
-  // (b) unless only (c) was asked for.
-  const deny = SCENARIOS.has('deny') && !SCENARIOS.has('admit');
+  // (b) unless only (c) or the abuse workload was asked for.
+  const kind = SCENARIOS.has('admit') ? 'admit' : SCENARIOS.has('abuse') ? 'abuse' : SCENARIOS.has('deny') ? 'deny' : 'admit';
   await checkWiring('sidecar', url, ADMIT_KEY, 'admit');
   await checkWiring('sidecar', url, DENY_KEY, 'deny');
-  const what = deny ? '(c) sidecar, denying' : '(b) sidecar, admitting';
+  const what = kind === 'deny' ? '(c) sidecar, denying' : kind === 'abuse' ? '(c) sidecar, abuse workload' : '(b) sidecar, admitting';
   note(`profiling ${what}, ${store} store: ${WARMUP + DURATION} s of autocannon`);
-  const key = deny ? DENY_KEY : ADMIT_KEY;
-  const m = await runAutocannon({ url, headers: { 'x-api-key': key }, connections: CONNECTIONS, durationSec: WARMUP + DURATION });
+  const key = kind === 'deny' ? DENY_KEY : ADMIT_KEY;
+  const m = await runAutocannon({
+    url,
+    headers: kind === 'abuse' ? {} : { 'x-api-key': key },
+    connections: CONNECTIONS,
+    durationSec: WARMUP + DURATION,
+    ...(kind === 'abuse' ? { rotate: ABUSE } : {}),
+  });
   await sc.process.stop('SIGTERM', 15_000);
   await redis?.process.stop();
   await upstream.process.stop();
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
-  if (!file) throw new Error(`the sidecar wrote no .cpuprofile into ${dir}: see ${join(SCRATCH, `sidecar-${store}.log`)}`);
+  if (!file) throw new Error(`the sidecar wrote no .cpuprofile into ${dir}: see the sidecar log in ${SCRATCH}`);
   const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
   // Only the stretch that served requests: start-up and shutdown would weigh heavily in a short run.
   const top = topSelfTime(prof, PROJECT_ROOT, 15, { url: '/dist/limiter/data-plane.js', functionName: 'onRequest' });

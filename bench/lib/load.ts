@@ -2,7 +2,7 @@
  * Load generators: autocannon in this process (its per-response times recorded at µs resolution),
  * and wrk as a child process when it is installed. Both report one `Measurement`.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LatencyHistogram } from './latency-histogram.js';
@@ -35,6 +35,22 @@ export interface LoadOptions {
   durationSec: number;
   /** Fixed overall request rate (autocannon only); 0 or undefined: as fast as possible. */
   rate?: number;
+  /**
+   * Rotate one header over `count` values, `<prefix><i>` for i in 0..count-1, one request after
+   * another (round robin over all connections): every value is offered the same share of the load.
+   */
+  rotate?: RotatingHeader;
+}
+
+export interface RotatingHeader {
+  header: string;
+  prefix: string;
+  count: number;
+}
+
+/** The `i`-th value of a rotating header. */
+export function rotatingValue(r: RotatingHeader, i: number): string {
+  return `${r.prefix}${i}`;
 }
 
 interface AutocannonResult {
@@ -65,6 +81,7 @@ export function runAutocannon(o: LoadOptions): Promise<Measurement> {
         pipelining: 1,
         timeout: 10,
         ...(o.rate ? { overallRate: o.rate } : {}),
+        ...(o.rotate ? { requests: [rotatingRequest(o.rotate)] } : {}),
       },
       (err, r) => {
         if (err) return reject(err);
@@ -84,6 +101,38 @@ export function runAutocannon(o: LoadOptions): Promise<Measurement> {
     );
     instance.on('response', (_client, _status, _bytes, ms) => hist.record(ms));
   });
+}
+
+/** An autocannon request whose header `r.header` takes the next value of the rotation each time. */
+function rotatingRequest(r: RotatingHeader): { setupRequest: (req: { headers?: Record<string, string> }) => unknown } {
+  let next = 0;
+  const values = Array.from({ length: r.count }, (_, i) => rotatingValue(r, i));
+  return {
+    setupRequest(req) {
+      req.headers = { ...req.headers, [r.header]: values[next]! };
+      next = next + 1 === r.count ? 0 : next + 1;
+      return req;
+    },
+  };
+}
+
+/** A wrk Lua script that cycles `r.header` through its values (requests formatted once, in init). */
+export function rotatingWrkScript(r: RotatingHeader): string {
+  return `-- Written by bench/lib/load.ts: ${r.header} rotates over ${r.count} values.
+local reqs = {}
+local n = ${r.count}
+local i = 0
+init = function(args)
+  for k = 0, n - 1 do
+    wrk.headers[${JSON.stringify(r.header)}] = ${JSON.stringify(r.prefix)} .. k
+    reqs[k + 1] = wrk.format()
+  end
+end
+request = function()
+  i = i % n + 1
+  return reqs[i]
+end
+`;
 }
 
 /** wrk's time units (src/units.c) to milliseconds. */
@@ -137,7 +186,12 @@ let wrkRuns = 0;
 export async function runWrk(o: LoadOptions, cpu: string | undefined, scratch: string): Promise<Measurement> {
   const log = join(scratch, `wrk-${++wrkRuns}.log`);
   const args = ['-t1', `-c${o.connections}`, `-d${o.durationSec}s`, '--latency', '--timeout', '10s'];
-  for (const [k, v] of Object.entries(o.headers)) args.push('-H', `${k}: ${v}`);
+  for (const [k, v] of Object.entries(o.headers)) if (o.rotate?.header.toLowerCase() !== k.toLowerCase()) args.push('-H', `${k}: ${v}`);
+  if (o.rotate) {
+    const script = join(scratch, 'wrk-rotate.lua');
+    await writeFile(script, rotatingWrkScript(o.rotate));
+    args.push('-s', script);
+  }
   args.push(o.url);
   const p = spawnPinned('wrk', 'wrk', args, { cpu, logFile: log });
   const code = await p.exited;
