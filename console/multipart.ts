@@ -7,8 +7,9 @@
  * The fields *before* the file are read first and handed over as an ordinary urlencoded form, so
  * the router's usual checks (session, Origin, CSRF token) run on them before a byte of the file is
  * used: a form must put its `_csrf` field before the file input (pages do, with `csrfField()`
- * first). Decided: only the first file of a form is used; fields after it are not read; a body that
- * is not multipart is read as a form with no fields (so it fails the CSRF check).
+ * first). Decided: only the first file of a form is used; fields after it are not read; an
+ * urlencoded body is read as the same form without a file; any other body as a form with no fields
+ * (so it fails the CSRF check).
  */
 import { Readable } from 'node:stream';
 import busboy from 'busboy';
@@ -48,7 +49,7 @@ export function readMultipart(contentType: string, body: AsyncIterable<Buffer>):
   try {
     parser = busboy({ headers: { 'content-type': contentType }, limits: LIMITS });
   } catch {
-    // Not multipart/form-data (or no boundary): a form without fields.
+    // Neither multipart/form-data with a boundary nor urlencoded: a form without fields.
     return Promise.resolve({ fields, file: undefined, discard: () => {} });
   }
   const source = Readable.from(body, { objectMode: false });
