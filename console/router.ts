@@ -11,7 +11,8 @@
  *   the session and asks for a new sign-in).
  */
 import type { Reply, RequestContext } from '../shared/http.js';
-import { route, type EdgeOptions } from '../shared/http.js';
+import { route, streamRoute, type EdgeOptions } from '../shared/http.js';
+import { multipartForm } from './multipart.js';
 import type { TemplatedApp } from '../shared/uws.js';
 import { html, type Html } from './html.js';
 import { serviceClient, type ConsoleApis } from './api/client.js';
@@ -155,6 +156,15 @@ export function registerPages(app: TemplatedApp, edge: EdgeOptions, pages: reado
     const router: PageRouter = {
       get: (pattern, handler) => route(app, 'get', pattern, handle(page, 'get', handler), edge),
       post: (pattern, handler) => route(app, 'post', pattern, handle(page, 'post', handler), edge),
+      // The fields before the file pass the same checks as any POST before the file is read.
+      upload: (pattern, handler, opts) =>
+        streamRoute(
+          app,
+          'post',
+          pattern,
+          multipartForm((req, file) => handle(page, 'post', (ctx) => handler(ctx, file))(req)),
+          { ...edge, maxBodyBytes: opts.maxBytes },
+        ),
     };
     page.register(router);
   }
