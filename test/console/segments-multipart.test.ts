@@ -73,10 +73,10 @@ function raw(pieces: readonly (string | Buffer)[]): Promise<{ status: number; bo
         reject(new Error(`not a JSON answer: ${text}`));
       }
     });
-    s.on('connect', async () => {
-      for (const p of pieces) {
-        await new Promise<void>((r) => s.write(p, () => r()));
-      }
+    s.on('connect', () => {
+      void (async () => {
+        for (const p of pieces) await new Promise<void>((r) => s.write(p, () => r()));
+      })();
     });
   });
 }
