@@ -18,6 +18,8 @@ export interface CallOptions {
   contentType?: string;
   /** Statuses answered without throwing (e.g. 404 for "not found" that a page shows as such). */
   accept?: readonly number[];
+  /** This call's time limit instead of the client's (a streamed upload takes as long as the file). */
+  timeoutMs?: number;
 }
 
 export interface ApiResponse<T> {
@@ -80,7 +82,7 @@ export function serviceClient(opts: ServiceClientOptions): ServiceClient {
         headers,
         body,
         redirect: 'manual',
-        signal: AbortSignal.timeout(opts.timeoutMs),
+        signal: AbortSignal.timeout(o.timeoutMs ?? opts.timeoutMs),
         ...(streamed ? { duplex: 'half' } : {}),
       };
       res = await fetch(url, init as RequestInit);
@@ -90,7 +92,7 @@ export function serviceClient(opts: ServiceClientOptions): ServiceClient {
         title: 'Service unavailable',
         status: 502,
         code: 'dependency_unavailable',
-        detail: timedOut ? `${opts.service} did not answer within ${opts.timeoutMs} ms` : `${opts.service} could not be reached`,
+        detail: timedOut ? `${opts.service} did not answer within ${o.timeoutMs ?? opts.timeoutMs} ms` : `${opts.service} could not be reached`,
       });
     }
     const text = await res.text();

@@ -72,6 +72,12 @@ export const UPLOAD_CONTENT_TYPES: Readonly<Record<UploadFormat, string>> = {
   csv: 'text/csv',
 };
 
+/**
+ * How long an upload may take: as long as the file does to arrive and be stored (a million ids, 40
+ * MB, take about 20 s at the notifier), not the console's usual wait for one answer.
+ */
+export const UPLOAD_TIMEOUT_MS = 10 * 60_000;
+
 /** A new version of a list segment's members, streamed from `body`; `created` for a new segment. */
 export async function uploadMembers(
   api: ServiceClient,
@@ -79,6 +85,10 @@ export async function uploadMembers(
   format: UploadFormat,
   body: AsyncIterable<Uint8Array>,
 ): Promise<{ created: boolean; segment: SegmentView }> {
-  const r = await api.call<SegmentView>('PUT', `${BASE}/${seg(id)}/members`, { body, contentType: UPLOAD_CONTENT_TYPES[format] });
+  const r = await api.call<SegmentView>('PUT', `${BASE}/${seg(id)}/members`, {
+    body,
+    contentType: UPLOAD_CONTENT_TYPES[format],
+    timeoutMs: UPLOAD_TIMEOUT_MS,
+  });
   return { created: r.status === 201, segment: r.data };
 }

@@ -287,8 +287,14 @@ async function receiveUpload(
       },
     });
   if (!file || file.filename === '') return back({ ...state, fileError: 'Choose a file to upload.' });
-  const r = await formCall(() => uploadMembers(ctx.api.notifier, id, format, file.data));
-  if (!r.ok) return back({ ...state, problem: r.problem });
+  const r = await formCall(() => uploadMembers(ctx.api.notifier, id, format, file.data)).catch((err: unknown) => {
+    // The browser's body failed (it went away, or was too large): that, not the notifier, is why.
+    const failure = file.failure();
+    if (failure)
+      return { ok: false as const, problem: { title: 'Upload interrupted', status: 400, code: 'upload_failed', detail: failure.message } };
+    throw err;
+  });
+  if (!r.ok) return back({ ...state, ...(r.problem.code === 'upload_failed' ? { fileError: r.problem.detail } : {}), problem: r.problem });
   const { created, segment } = r.value;
   return ctx.redirect(segmentPath(segment.id), {
     kind: 'success',
