@@ -39,10 +39,13 @@ const COUNT_COLUMNS: readonly { key: keyof CampaignCounts; label: string; hint: 
 
 const campaignPath = (id: string): string => href(`/campaigns/${encodeURIComponent(id)}`);
 
-/** Fan-outs still moving: worth refreshing. */
+/**
+ * Fan-outs still moving: worth refreshing. Not one waiting for approval (nothing moves until an
+ * operator decides, and a reload would only get in the way of that decision).
+ */
 function moving(c: CampaignView): boolean {
   if (c.stopped_at !== null && c.totals.queued === 0) return false;
-  return c.fanouts.some((f) => f.state === 'planning' || f.state === 'expanding' || f.state === 'pending_approval' || (f.queued ?? 0) > 0);
+  return c.fanouts.some((f) => f.state === 'planning' || f.state === 'expanding' || (f.queued ?? 0) > 0);
 }
 
 function totalsTable(c: CampaignView): Html {
@@ -173,7 +176,12 @@ function campaignPage(ctx: PageContext, c: CampaignView, refusal?: Refusal): Pag
         ${details([
           ['Campaign', html`<code>${id}</code>`],
           ['First used', timeEl(c.created_at)],
-          ['State', c.stopped_at !== null ? 'stopped' : pending.length > 0 ? 'waiting for approval' : live ? 'running' : 'finished'],
+          [
+            'State',
+            html`<span id="campaign-state"
+              >${c.stopped_at !== null ? 'stopped' : pending.length > 0 ? 'waiting for approval' : live ? 'running' : 'finished'}</span
+            >`,
+          ],
         ])}
         ${totalsTable(c)} ${fanoutTable(c)}
         <p><a href="${campaignPath(id)}" data-refresh-link>Refresh</a></p>

@@ -168,7 +168,7 @@ function clientDetails(c: OAuthClientView): Html {
 function secretPage(ctx: PageContext, title: string, clientId: string, secret: string, lead: string): PageResult {
   const r = ctx.render({
     title,
-    body: html`<div class="secret-once" role="status">
+    body: html`<div class="flash info secret-once" role="status">
         <p>${lead}</p>
         <p>
           <strong>Copy the secret now: it is shown on this page only, never again.</strong> The registry keeps only its hash; if it is lost,

@@ -66,7 +66,7 @@ async function listPage(ctx: PageContext, add?: { address: string; detail: strin
         { header: 'Since', cell: (s) => timeEl(s.created_at) },
         {
           header: 'Action',
-          cell: (s) => html`<a href="${removeHref(s.address)}">Remove<span class="visually-hidden"> ${s.address}</span></a>`,
+          cell: (s) => html`<a href="${removeHref(s.address)}" aria-label="Remove ${s.address}">Remove</a>`,
         },
       ],
     })}
