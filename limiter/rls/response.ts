@@ -57,7 +57,8 @@ export function rlsResponse(outcomes: ReadonlyArray<Outcome | undefined>, nowMs:
     }
     const refused = !o.forward;
     const f = o.figures;
-    const untilResetMs = Math.max(0, f.resetAtMs - nowMs);
+    // Whole ms: a store may report a fractional reset time, and Duration's nanos is an int32.
+    const untilResetMs = Math.max(0, Math.ceil(f.resetAtMs - nowMs));
     statuses.push({
       code: refused ? Code.OVER_LIMIT : Code.OK,
       currentLimit: { name: o.policy, requestsPerUnit: clampU32(f.limit), unit: unitOf(o.windowSec) },
