@@ -13,6 +13,7 @@ import { createRegistry } from '../shared/metrics.js';
 import { openDatabase, postgresCheck, requireDatabaseUrl } from '../shared/pg-service.js';
 import { startHttpService, type HttpService } from '../shared/service.js';
 import type { Started } from '../shared/main.js';
+import { startAdminBootstrap, type AdminBootstrap } from './accounts/bootstrap-admin.js';
 import { registerAccountRoutes } from './accounts/routes.js';
 import type { identityConfig } from './config.js';
 import type { CardTokenizer } from './domain/card.js';
@@ -34,6 +35,8 @@ export interface Identity extends Started {
   port: number;
   /** The event store, user and order commands, read models and projection runner. */
   events: IdentityEvents;
+  /** With IDENTITY_BOOTSTRAP_ADMIN: the promotion of that account, once it exists. */
+  adminBootstrap: AdminBootstrap | undefined;
 }
 
 export async function startIdentity(config: ConfigOf<typeof identityConfig>, log: Logger, deps: IdentityDeps = {}): Promise<Identity> {
@@ -82,6 +85,7 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
   let running: RunningOAuth | undefined;
   let http: HttpService | undefined;
   let relay: NotifyRelay | undefined;
+  let bootstrap: AdminBootstrap | undefined;
   try {
     await events.start();
     // Signing keys exist (or are created) before the first token request is served.
@@ -120,7 +124,12 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
       relay = createNotifyRelay(config, { pool, tokens: oauth.tokens, clock, log, registry, auth: deps.notifierAuth });
       relay.start();
     }
+    // 5. The first admin, when the deployment names one (identity/accounts/bootstrap-admin.ts).
+    if (config.IDENTITY_BOOTSTRAP_ADMIN !== undefined) {
+      bootstrap = startAdminBootstrap({ pool, email: config.IDENTITY_BOOTSTRAP_ADMIN, clock, log });
+    }
   } catch (err) {
+    bootstrap?.close();
     await relay?.close();
     await http?.close(0);
     await running?.close();
@@ -132,11 +141,14 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
   const server = http;
   const oauthRunning = running;
   const notifyRelay = relay;
+  const adminBootstrap = bootstrap;
   return {
     port: server.port,
     events,
+    adminBootstrap,
     urls: { api: `http://${config.HOST}:${server.port}` },
     close: async () => {
+      adminBootstrap?.close();
       await server.close(config.SHUTDOWN_GRACE);
       await notifyRelay?.close();
       await oauthRunning.close();

@@ -32,6 +32,8 @@ export const identityConfig = pick(ENV, [
   'IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT',
   'IDENTITY_LOGIN_MAX_FAILURES_PER_IP',
   'IDENTITY_LOGIN_FAILURE_WINDOW',
+  // the first admin (identity/accounts/bootstrap-admin.ts)
+  'IDENTITY_BOOTSTRAP_ADMIN',
   // the notification relay (identity/notify)
   'IDENTITY_NOTIFY_RELAY',
   'IDENTITY_NOTIFY_URL',

@@ -61,7 +61,7 @@ export const ENV = {
     default: undefined,
     optional: true,
     secret: true,
-    services: ['control-plane', 'notifier', 'identity', 'start', 'test'],
+    services: ['control-plane', 'notifier', 'identity', 'start', 'cli', 'test'],
     description: 'PostgreSQL connection string; unset under `npm start` and `npm test` starts an embedded PostgreSQL',
     parse: url(['postgres', 'postgresql']),
   }),
