@@ -194,6 +194,8 @@ type Method = 'get' | 'post' | 'put' | 'patch' | 'del' | 'any' | 'head' | 'optio
 
 interface RouteEntry {
   method: string; // lower-case HTTP method, or 'any'
+  /** As registered (`/internal/quotas/:api_key`), for {@link registeredRoutes}. */
+  pattern?: string;
   segments: readonly string[]; // ':name' for a parameter, '*' for a trailing wildcard
   serve: (res: HttpResponse, req: HttpRequest, rawParams: string[]) => void;
   opts: EdgeOptions;
@@ -265,6 +267,22 @@ export function matchPattern(pattern: string, path: string): string[] | undefine
   });
 }
 
+/** A route as registered with {@link route} or {@link streamRoute}. */
+export interface RegisteredRoute {
+  /** Upper-case (`GET`, `DELETE`), or `ANY`. */
+  readonly method: string;
+  /** As registered: static segments, `:name` parameters, a trailing `*`. */
+  readonly pattern: string;
+}
+
+/**
+ * Every route registered on `app`, in registration order (the OpenAPI tests compare a service's
+ * document with what it really serves: test/openapi/).
+ */
+export function registeredRoutes(app: TemplatedApp): RegisteredRoute[] {
+  return (routers.get(app) ?? []).map((e) => ({ method: e.method.toUpperCase(), pattern: e.pattern ?? `/${e.segments.join('/')}` }));
+}
+
 function dispatcher(app: TemplatedApp): RouteEntry[] {
   let entries = routers.get(app);
   if (entries) return entries;
@@ -317,6 +335,7 @@ function serve(res: HttpResponse, req: HttpRequest, rawParams: string[], handler
 export function route(app: TemplatedApp, method: Method, pattern: string, handler: Handler, opts: EdgeOptions): void {
   dispatcher(app).push({
     method: method === 'del' ? 'delete' : method,
+    pattern,
     segments: splitPath(pattern),
     serve: (res, req, params) => serve(res, req, params, handler, opts),
     opts,
@@ -372,6 +391,7 @@ export interface StreamRouteOptions extends EdgeOptions {
 export function streamRoute(app: TemplatedApp, method: Method, pattern: string, handler: StreamHandler, opts: StreamRouteOptions): void {
   dispatcher(app).push({
     method: method === 'del' ? 'delete' : method,
+    pattern,
     segments: splitPath(pattern),
     serve: (res, req, params) => serveStream(res, req, params, handler, opts),
     opts,

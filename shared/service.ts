@@ -5,7 +5,7 @@
  */
 import type { Registry } from 'prom-client';
 import { App, closeListenSocket, listen, type TemplatedApp } from './uws.js';
-import { InFlight, operationalRoutes, type EdgeOptions, type HealthCheck } from './http.js';
+import { InFlight, operationalRoutes, registeredRoutes, type EdgeOptions, type HealthCheck, type RegisteredRoute } from './http.js';
 import type { Logger } from './log.js';
 
 export interface HttpServiceOptions {
@@ -29,6 +29,19 @@ export interface HttpService {
   close(graceMs?: number): Promise<void>;
 }
 
+/** The apps listening in this process, by port, while they listen. */
+const listening = new Map<number, TemplatedApp>();
+
+/**
+ * The routes of the HTTP service of this process listening on `port` (undefined when none is):
+ * what the OpenAPI tests (test/openapi/) compare each service's document with, without every
+ * composition root having to hand its app out.
+ */
+export function routesServedOn(port: number): RegisteredRoute[] | undefined {
+  const app = listening.get(port);
+  return app === undefined ? undefined : registeredRoutes(app);
+}
+
 export async function startHttpService(opts: HttpServiceOptions): Promise<HttpService> {
   const app = App();
   const inFlight = new InFlight();
@@ -38,12 +51,14 @@ export async function startHttpService(opts: HttpServiceOptions): Promise<HttpSe
   operationalRoutes(app, { ...edge, registry: opts.registry, checks: opts.checks, draining: () => closing || !!opts.draining?.() });
   const { socket, port } = await listen(app, opts.host, opts.port);
   opts.log.info({ port, host: opts.host }, `${opts.name} listening`);
+  listening.set(port, app);
   return {
     port,
     app,
     async close(graceMs = 10_000) {
       if (closing) return;
       closing = true;
+      if (listening.get(port) === app) listening.delete(port);
       closeListenSocket(socket);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([inFlight.idle(), new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
