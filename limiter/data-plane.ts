@@ -48,7 +48,7 @@ import {
 import type { Gate, Outcome } from './gate.js';
 import type { CompiledQuota, QuotaCache } from './quota-cache.js';
 import type { Route, RouteTable } from './routes.js';
-import type { LimiterMetrics } from './metrics.js';
+import type { DecisionStore, LimiterMetrics } from './metrics.js';
 import type { HotKeys } from './hot-keys.js';
 import type { QuotaSync } from './quota-sync.js';
 import { capToFloor } from './quota-sync-max-age.js';
@@ -237,6 +237,8 @@ class Pending {
   responded = false;
   /** The uWS response is finished (or gone): it must not be touched again, not even to pause. */
   completed = false;
+  /** `performance.now()` when the request reached the uWS callback (decision latency). */
+  arrived = 0;
   exchange: Exchange | null = null;
   rateLimitHeaders: readonly string[] = [];
   body: Buffer | RequestBodyStream | null = null;
@@ -360,6 +362,7 @@ export class DataPlane {
   }
 
   private onRequest(res: HttpResponse, req: HttpRequest): void {
+    const arrived = performance.now();
     // Everything that does not depend on the quota is decided first, and nothing is charged for a
     // request refused here (README, "How the sidecar reads a request"): target length and form,
     // header size and framing, route, body limit, credentials' form, ownership.
@@ -449,6 +452,7 @@ export class DataPlane {
         return;
       }
       if (!(d instanceof Promise)) {
+        this.o.metrics.decided(this.answeredBy(d, true), performance.now() - arrived);
         if (!d.forward) {
           const rl = rateLimitHeaders(d.figures, { name: d.policy, windowSec: d.windowSec }, this.o.clock.now(), true);
           const r = this.refusal(d);
@@ -469,6 +473,7 @@ export class DataPlane {
 
     this.o.inFlight.inc();
     const p = new Pending(this, res, method, path, query, route, headers, maxBody);
+    p.arrived = arrived;
     res.onAborted(() => p.abort());
 
     if (declared > 0 || chunked) {
@@ -658,6 +663,7 @@ export class DataPlane {
     } else if (d instanceof Promise) {
       d.then(
         (o) => {
+          this.o.metrics.decided(this.answeredBy(o, false), performance.now() - p.arrived);
           if (!p.aborted) this.respond(p, caller, o);
         },
         (err: unknown) => {
@@ -667,8 +673,22 @@ export class DataPlane {
         },
       );
     } else {
+      this.o.metrics.decided(this.answeredBy(d, true), performance.now() - p.arrived);
       this.respond(p, caller, d);
     }
+  }
+
+  /**
+   * Who answered a decision, for the decision-latency histogram: read from the outcome and whether
+   * it came at once. An emergency-cap refusal while failing open reads as its store's (its result
+   * is `deny`); every other fail-mode answer is `fallback`.
+   */
+  private answeredBy(o: Outcome, synchronous: boolean): DecisionStore {
+    const r = o.result;
+    if (r === 'fail_open' || r === 'fail_closed') return 'fallback';
+    if (r === 'decoy') return 'none';
+    if (!synchronous) return 'redis';
+    return this.syncAdmission ? 'memory' : 'local';
   }
 
   /** The refusal for an outcome that is not forwarded: 429, or 503 when failing closed (both carry Retry-After). */

@@ -6,12 +6,78 @@
  * shadow_deny, fail_open, fail_closed, decoy), `tenant` (the plan name — never a subject, which
  * would be unbounded and would leak keys), `route` (the route prefix).
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type MetricValueWithName, type Registry } from 'prom-client';
 import type { HotKeys } from './hot-keys.js';
 
 export type DecisionResult = 'allow' | 'deny' | 'shadow_deny' | 'fail_open' | 'fail_closed' | 'decoy';
 const RESULTS: readonly DecisionResult[] = ['allow', 'deny', 'shadow_deny', 'fail_open', 'fail_closed', 'decoy'];
 const RESULT_INDEX: Record<DecisionResult, number> = { allow: 0, deny: 1, shadow_deny: 2, fail_open: 3, fail_closed: 4, decoy: 5 };
+
+/**
+ * Who answered a decision, the `store` label of `ratelimit_decision_duration_seconds`: the
+ * in-process counters (`memory`), a Redis round trip (`redis`), the sidecar itself over a Redis
+ * store without a round trip (`local`: a certain refusal or a leased token), the fail mode while
+ * the store cannot answer (`fallback`), or nothing (`none`: an unknown API key's decoy).
+ */
+export type DecisionStore = 'memory' | 'redis' | 'local' | 'fallback' | 'none';
+const STORES: readonly DecisionStore[] = ['memory', 'redis', 'local', 'fallback', 'none'];
+const STORE_INDEX: Record<DecisionStore, number> = { memory: 0, redis: 1, local: 2, fallback: 3, none: 4 };
+/** Upper bounds, seconds: fine below 2 ms (the seed's decision budget), coarse above. */
+export const DECISION_BUCKETS: readonly number[] = [
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025, 0.003, 0.005, 0.01, 0.025,
+  0.05, 0.1, 0.25, 1,
+];
+const BUCKETS_MS = DECISION_BUCKETS.map((s) => s * 1000);
+
+/**
+ * `ratelimit_decision_duration_seconds`: from the request's arrival in the uWS callback to its
+ * admission decision. Observed on every decision, so kept in plain typed arrays (a bucket scan and
+ * two additions, no label hashing, no allocation) and handed to the registry as a histogram when
+ * scraped (bench/decision-histogram.ts measures the cost).
+ */
+class DecisionDurations {
+  readonly name = 'ratelimit_decision_duration_seconds';
+  readonly help = "Time from a request's arrival in the sidecar's callback to its admission decision, by who answered (store)";
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  /** Per store: a count per bucket (not cumulative), the last one +Inf. */
+  private readonly counts = STORES.map(() => new Float64Array(BUCKETS_MS.length + 1));
+  private readonly sumsMs = new Float64Array(STORES.length);
+
+  observe(store: DecisionStore, ms: number): void {
+    const i = STORE_INDEX[store];
+    let b = 0;
+    while (b < BUCKETS_MS.length && ms > BUCKETS_MS[b]!) b++;
+    this.counts[i]![b]!++;
+    this.sumsMs[i]! += ms;
+  }
+
+  get(): Promise<{ name: string; help: string; type: string; aggregator: 'sum'; values: MetricValueWithName<string>[] }> {
+    const values: MetricValueWithName<string>[] = [];
+    for (let i = 0; i < STORES.length; i++) {
+      const c = this.counts[i]!;
+      let total = 0;
+      for (let b = 0; b < c.length; b++) total += c[b]!;
+      // A store that never answered (redis on an in-process sidecar) has no series.
+      if (total === 0) continue;
+      const store = STORES[i]!;
+      let cumulative = 0;
+      for (let b = 0; b < c.length; b++) {
+        cumulative += c[b]!;
+        const le = b < DECISION_BUCKETS.length ? DECISION_BUCKETS[b]! : '+Inf';
+        values.push({ metricName: `${this.name}_bucket`, labels: { le, store }, value: cumulative });
+      }
+      values.push({ metricName: `${this.name}_sum`, labels: { store }, value: this.sumsMs[i]! / 1000 });
+      values.push({ metricName: `${this.name}_count`, labels: { store }, value: total });
+    }
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: 'sum', values });
+  }
+
+  reset(): void {
+    for (const c of this.counts) c.fill(0);
+    this.sumsMs.fill(0);
+  }
+}
 
 export class LimiterMetrics {
   readonly redisRtt: Histogram;
@@ -23,6 +89,7 @@ export class LimiterMetrics {
   private readonly counts = new Map<string, Map<string, Float64Array>>();
   private readonly remaining: Histogram;
   private sampleEvery = 0;
+  private readonly decisionDurations = new DecisionDurations();
 
   /**
    * Answers given without a Redis round trip over shared counters (refusal-cache.ts, lease.ts),
@@ -31,6 +98,7 @@ export class LimiterMetrics {
   readonly local = { refusals: 0, leaseAdmits: 0, leasesGranted: 0, leasesDenied: 0, tokensTaken: 0, tokensReturned: 0 };
 
   constructor(registry: Registry, hot: HotKeys) {
+    registry.registerMetric(this.decisionDurations as unknown as Parameters<Registry['registerMetric']>[0]);
     const counts = this.counts;
     const local = this.local;
     const read = (name: string, help: string, value: () => number, labels?: Record<string, () => number>, label = 'result') =>
@@ -146,6 +214,11 @@ export class LimiterMetrics {
       },
     });
     void opsGauge;
+  }
+
+  /** One decision's duration, ms from the request's arrival (`performance.now()` differences). */
+  decided(store: DecisionStore, ms: number): void {
+    this.decisionDurations.observe(store, ms);
   }
 
   decision(result: DecisionResult, tenant: string, route: string, remaining: number): void {
