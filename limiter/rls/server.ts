@@ -124,7 +124,7 @@ export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
       answer(pending as Array<Outcome | undefined>);
       return;
     }
-    Promise.all(pending).then(answer, (err: unknown) => {
+    Promise.all(pending.map((p) => Promise.resolve(p))).then(answer, (err: unknown) => {
       // The gate answers store failures with the fail mode itself; anything here is a bug.
       requests.labels('error').inc();
       o.log.error({ err }, 'rate limit decision failed unexpectedly');
