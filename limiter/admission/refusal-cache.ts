@@ -20,7 +20,11 @@
  * - a request admitted here never happens: whatever is not refused locally goes to Redis.
  * The figures of a local refusal are the algorithms' at `T` (remaining, reset and retry-after tick
  * with the local clock); the global bucket's state is kept with the subject's, so a refusal bound
- * by the global bucket is answered locally too (`binding: 'global'`, the subject's figures).
+ * by the global bucket is answered locally too (`binding: 'global'`, the subject's figures). The
+ * remembered state predates the other sidecars' charges since, so against Redis's own answer at
+ * that moment: the limit is the same, Retry-After never later, remaining never lower (and below
+ * the cost) — except that a stale key bucket may leave the global bucket binding where Redis's key
+ * bucket binds first, and a global refusal reports remaining 0.
  *
  * When it is not exact, and what is done about it:
  * - a quota change: an entry holds the `LimitParams` object it was made with, and a request whose
