@@ -181,7 +181,7 @@ export const ENV = {
   // ── limiter (sidecar) ─────────────────────────────────────────────────────
   NOTIFIER_URL: v({
     default: 'http://127.0.0.1:8082',
-    services: ['limiter'],
+    services: ['limiter', 'console'],
     description: 'Origin of the notifier; the sidecar routes /api/v1 there',
     parse: url(['http', 'https']),
   }),
@@ -194,7 +194,7 @@ export const ENV = {
   LIMITER_ROUTES: v({
     default: undefined,
     optional: true,
-    services: ['limiter', 'console'],
+    services: ['limiter'],
     description:
       'Extra routes: comma-separated `/prefix=http://host:port`, each optionally `;auth=optional` and `;class=default|public_read|auth|payment|sms`; override the defaults on the same prefix',
     parse: (raw) => raw,
@@ -583,7 +583,7 @@ export const ENV = {
   // ── tokens (verified at the edge and by identity) ─────────────────────────
   JWT_ISSUER: v({
     default: 'http://127.0.0.1:8083',
-    services: ['limiter', 'identity', 'control-plane', 'notifier'],
+    services: ['limiter', 'identity', 'control-plane', 'notifier', 'console'],
     description: "Expected `iss` of access tokens (identity's issuer URL)",
     parse: nonEmpty,
   }),
@@ -602,7 +602,7 @@ export const ENV = {
   }),
   JWT_CLOCK_SKEW: v({
     default: '60s',
-    services: ['limiter', 'identity', 'control-plane', 'notifier', 'console'],
+    services: ['limiter', 'identity', 'control-plane', 'notifier'],
     description: 'Clock skew tolerated on exp, nbf and iat',
     parse: duration,
   }),
@@ -835,7 +835,7 @@ export const ENV = {
   // ── notifier: campaigns (notifier/campaigns) ─────────────────────────────
   NOTIFIER_CAMPAIGN_SHARD_SIZE: v({
     default: '1000',
-    services: ['notifier', 'console'],
+    services: ['notifier'],
     description: 'Members per fan-out shard: one queued job, one INSERT and one checkpoint each',
     parse: int(10, 100_000),
   }),
@@ -1393,17 +1393,6 @@ export const ENV = {
     description: 'How long the relay waits for one answer from the notifier (it holds the row lock meanwhile)',
     parse: (raw) => durationIn(raw, 100, 30_000, '100ms', '30s'),
   }),
-  // ── test harness (npm test) ───────────────────────────────────────────────
-  TEST_REDIS_CLUSTER_NODES: v({
-    default: undefined,
-    optional: true,
-    services: ['test'],
-    description: 'Comma-separated host:port of a 3-master Redis Cluster for the tests; unset, `npm test` starts one from redis-server',
-    parse: list(nonEmpty),
-  }),
-} satisfies Record<string, VarSpec<unknown>>;
-
-export type EnvCatalog = typeof ENV;
   // ── operator console (console/) ───────────────────────────────────────────
   CONSOLE_PORT: v({
     default: '8084',
@@ -1464,3 +1453,14 @@ export type EnvCatalog = typeof ENV;
     description: "How long the console waits for one answer from a service's API before it shows the service as unavailable",
     parse: (raw) => durationIn(raw, 100, 120_000, '100ms', '2m'),
   }),
+  // ── test harness (npm test) ───────────────────────────────────────────────
+  TEST_REDIS_CLUSTER_NODES: v({
+    default: undefined,
+    optional: true,
+    services: ['test'],
+    description: 'Comma-separated host:port of a 3-master Redis Cluster for the tests; unset, `npm test` starts one from redis-server',
+    parse: list(nonEmpty),
+  }),
+} satisfies Record<string, VarSpec<unknown>>;
+
+export type EnvCatalog = typeof ENV;
