@@ -23,8 +23,6 @@ export const consoleConfig = pick(ENV, [
   'IDENTITY_URL',
   'NOTIFIER_URL',
   'JWT_ISSUER',
-  // the notification-type catalogue (the types page shows it; the notifier has no API for it)
-  'NOTIFIER_NOTIFICATION_TYPES',
 ]);
 
 export type ConsoleConfig = ConfigOf<typeof consoleConfig>;
