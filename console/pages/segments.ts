@@ -33,6 +33,15 @@ import { count, formCall, timeEl } from './ops-format.js';
  */
 export const UPLOAD_MAX_BYTES = 128 * 1024 * 1024 + 64 * 1024;
 
+/** The console's own refusal of a form without a segment id (the API would see no path at all). */
+const MISSING_ID: ApiProblem = {
+  title: 'Segment id missing',
+  status: 400,
+  code: 'invalid_field',
+  field: 'segment_id',
+  detail: 'segment_id: give the segment an id',
+};
+
 const segmentPath = (id: string): string => href(`/segments/${encodeURIComponent(id)}`);
 
 /** What the rule form holds, as typed. */
@@ -275,17 +284,7 @@ async function receiveUpload(
   const rawFormat = ctx.request.form.get('format') ?? 'ndjson';
   const format: UploadFormat = rawFormat === 'csv' ? 'csv' : 'ndjson';
   const state: UploadFormState = { id, format };
-  if (id === '')
-    return back({
-      ...state,
-      problem: {
-        title: 'Segment id missing',
-        status: 400,
-        code: 'invalid_field',
-        field: 'segment_id',
-        detail: 'segment_id: give the segment an id',
-      },
-    });
+  if (id === '') return back({ ...state, problem: MISSING_ID });
   if (!file || file.filename === '') return back({ ...state, fileError: 'Choose a file to upload.' });
   const r = await formCall(() => uploadMembers(ctx.api.notifier, id, format, file.data)).catch((err: unknown) => {
     // The browser's body failed (it went away, or was too large): that, not the notifier, is why.
@@ -311,6 +310,7 @@ export const segmentsPage: ConsolePage = {
 
     router.post('/segments/rule', async (ctx) => {
       const f = readRuleForm(ctx.request.form);
+      if (f.id === '') return listPage(ctx, { kind: 'rule', form: f, problem: MISSING_ID });
       const r = await formCall(() => putRuleSegment(ctx.api.notifier, f.id, ruleOf(f)));
       if (!r.ok) return listPage(ctx, { kind: 'rule', form: f, problem: r.problem });
       return ctx.redirect(segmentPath(r.value.segment.id), {
