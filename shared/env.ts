@@ -165,7 +165,7 @@ export const ENV = {
   // ── limits on input ───────────────────────────────────────────────────────
   MAX_BODY_BYTES: v({
     default: '1mb',
-    services: ['notifier', 'identity', 'control-plane'],
+    services: ['notifier', 'identity', 'control-plane', 'console'],
     description: 'Largest request body a service reads',
     parse: bytes,
   }),
