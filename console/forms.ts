@@ -16,7 +16,8 @@ export function errorFor(name: string, problem: ApiProblem | undefined, errors?:
   if (errors?.[name] !== undefined) return errors[name];
   if (!problem?.field) return undefined;
   const f = problem.field;
-  if (f !== name && !f.startsWith(`${name}.`) && !f.startsWith(`${name}[`)) return undefined;
+  // `rate`, `variants.en` (a member of `variants`), or `quota.rate` (the field inside its message).
+  if (f !== name && !f.startsWith(`${name}.`) && !f.startsWith(`${name}[`) && !f.endsWith(`.${name}`)) return undefined;
   const detail = problem.detail ?? problem.title;
   return detail.startsWith(`${f}: `) ? detail.slice(f.length + 2) : detail;
 }

@@ -92,7 +92,9 @@ export function serviceClient(opts: ServiceClientOptions): ServiceClient {
         title: 'Service unavailable',
         status: 502,
         code: 'dependency_unavailable',
-        detail: timedOut ? `${opts.service} did not answer within ${o.timeoutMs ?? opts.timeoutMs} ms` : `${opts.service} could not be reached`,
+        detail: timedOut
+          ? `${opts.service} did not answer within ${o.timeoutMs ?? opts.timeoutMs} ms`
+          : `${opts.service} could not be reached`,
       });
     }
     const text = await res.text();

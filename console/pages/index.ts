@@ -4,9 +4,25 @@
  */
 import type { ConsolePage } from '../page.js';
 import { campaignsPage } from './campaigns.js';
+import { dlqPage } from './dlq.js';
+import { notificationsPage } from './notifications.js';
+import { quotasPage } from './quotas.js';
+import { templatesPage } from './templates.js';
+import { notificationTypesPage } from './types.js';
 import { clientsPage } from './clients.js';
 import { providersPage } from './providers.js';
 import { segmentsPage } from './segments.js';
 import { suppressionsPage } from './suppressions.js';
 
-export const pages: readonly ConsolePage[] = [segmentsPage, campaignsPage, suppressionsPage, providersPage, clientsPage];
+export const pages: readonly ConsolePage[] = [
+  quotasPage,
+  notificationsPage,
+  dlqPage,
+  templatesPage,
+  notificationTypesPage,
+  segmentsPage,
+  campaignsPage,
+  suppressionsPage,
+  providersPage,
+  clientsPage,
+];
