@@ -67,6 +67,8 @@ class Relay implements Dispatcher.DispatchHandler {
   private raw: Buffer[] | null = null;
   private total = -1;
   private headWritten = false;
+  /** The uWS response is complete: touching it again throws. */
+  private finished = false;
   private abortUpstream: ((err?: Error) => void) | null = null;
   constructor(private readonly res: HttpResponse) {}
 
@@ -94,23 +96,24 @@ class Relay implements Dispatcher.DispatchHandler {
     res.writeHeader('x-ratelimit-limit', RATE_LIMIT_BLOCK);
   }
   onData(chunk: Buffer): boolean {
-    if (this.aborted) return false;
+    if (this.aborted || this.finished) return false;
     this.res.cork(() => {
       this.writeHead();
-      if (this.total >= 0) this.res.tryEnd(chunk, this.total);
+      if (this.total >= 0) this.finished = this.res.tryEnd(chunk, this.total)[1];
       else this.res.write(chunk);
     });
     return true;
   }
   onComplete(): void {
-    if (this.aborted) return;
+    if (this.aborted || this.finished) return;
+    this.finished = true;
     this.res.cork(() => {
       this.writeHead();
-      if (this.total <= 0) this.res.end();
+      this.res.end();
     });
   }
   onError(): void {
-    if (this.aborted) return;
+    if (this.aborted || this.finished) return;
     this.aborted = true;
     if (this.headWritten) this.res.close();
     else this.res.cork(() => this.res.writeStatus('502 Bad Gateway').end());
