@@ -12,7 +12,7 @@
  *   is the truth, as everywhere here). An unknown name is SERVICE_UNKNOWN and the stream stays open.
  * - `List`: every registered name with its status.
  * - `shutdown()` (draining): every name NOT_SERVING at once, on every open Watch too, so a balancer
- *   stops sending before the server stops taking calls.
+ *   stops sending before the server stops taking calls; `close()` then ends the Watch streams.
  *
  * A check that takes longer than `checkTimeoutMs` (2 s, as /readyz) fails.
  *
@@ -53,6 +53,7 @@ interface Watcher {
   service: string;
   last: ServingStatus | undefined;
   send(status: ServingStatus): void;
+  end(): void;
 }
 
 export class GrpcHealth {
@@ -113,8 +114,14 @@ export class GrpcHealth {
     }
   }
 
-  /** Ends the poll timer (the server's own shutdown ends the streams). */
+  /** Ends the poll timer and every open Watch stream (so a server's graceful shutdown need not wait for them). */
   close(): void {
+    this.stopPolling();
+    for (const w of [...this.watchers]) w.end();
+    this.watchers.clear();
+  }
+
+  private stopPolling(): void {
     clearInterval(this.timer);
     this.timer = undefined;
   }
@@ -144,11 +151,14 @@ export class GrpcHealth {
           send: (s) => {
             if (!call.cancelled && !call.writableEnded) call.write(response(s));
           },
+          end: () => {
+            if (!call.cancelled && !call.writableEnded) call.end();
+          },
         };
         this.watchers.add(w);
         const stop = (): void => {
           this.watchers.delete(w);
-          if (this.watchers.size === 0) this.close();
+          if (this.watchers.size === 0) this.stopPolling();
         };
         call.on('cancelled', stop);
         call.on('close', stop);

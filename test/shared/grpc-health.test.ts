@@ -4,7 +4,7 @@
  * grpc/health/v1/health.proto: Check per service name and for "" (the whole server), NOT_FOUND for
  * a name not served, Watch streaming each change once (driven by a readiness flag), SERVICE_UNKNOWN
  * on a Watch of an unknown name with the stream left open, a check that hangs counting as failed,
- * List, and shutdown() turning every name NOT_SERVING at once.
+ * List, and shutdown() turning every name NOT_SERVING at once, close() ending the open watches.
  */
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
@@ -124,4 +124,7 @@ t.test('shutdown(): NOT_SERVING everywhere at once, open watches told', async (t
   await waitFor(() => w.seen.length === 2, { what: 'NOT_SERVING after shutdown' });
   t.same(w.seen, [S.SERVING, S.NOT_SERVING]);
   t.same(await Promise.all(['', 'a.v1.A', 'b.v1.B'].map(check)), [S.NOT_SERVING, S.NOT_SERVING, S.NOT_SERVING], 'every name');
+  health.close();
+  await waitFor(() => w.ended(), { what: 'the Watch stream to end' });
+  t.same(w.seen, [S.SERVING, S.NOT_SERVING], 'close() ends open watches, nothing more sent');
 });
