@@ -43,13 +43,13 @@ import { MAX_PAGE_SIZE, type QuotaAdmin } from './admin.js';
 import type { Authenticator } from './auth.js';
 import { principalName } from './grpc-admin.js';
 import type { ControlPlaneMetrics } from './metrics.js';
-import { apiKeySubject, checkRawApiKey, checkSubjectId, MAX_SUBJECT_LENGTH } from './subject.js';
+import { apiKeySubject, checkRawApiKey, checkSubjectId, MAX_SUBJECT_LENGTH, SUBJECT_KINDS } from './subject.js';
+import { controlPlaneOpenApi } from './openapi.js';
+import { serveOpenApi } from '../../shared/openapi.js';
 
 export const QUOTA_ROUTE = '/internal/quotas/{api_key}';
 export const SUBJECT_ROUTE = '/internal/subjects/{subject}/quota';
 
-/** The subject kinds `subject_kind` takes, each the prefix of its subject ids. */
-export const SUBJECT_KINDS = ['key', 'user', 'tenant', 'plan'] as const;
 const LIST_PARAMS = new Set(['subject_kind', 'prefix', 'cursor', 'limit']);
 
 /** Body fields the control plane assigns or takes from the path. */
@@ -144,6 +144,8 @@ export function registerHttpApi(app: TemplatedApp, edge: EdgeOptions, deps: Http
     }),
     edge,
   );
+  // The document of this API (openapi.ts), without credentials (shared/openapi.ts says why).
+  serveOpenApi(app, edge, controlPlaneOpenApi);
   route(
     app,
     'get',

@@ -14,6 +14,8 @@ import { createHash } from 'node:crypto';
 import { invalidField } from '../../shared/errors.js';
 
 export const MAX_SUBJECT_LENGTH = 128;
+/** The subject kinds, each the prefix of its ids before the colon (the HTTP list's `subject_kind`). */
+export const SUBJECT_KINDS = ['key', 'user', 'tenant', 'plan'] as const;
 /** Longest raw API key the internal HTTP API accepts in its path. */
 export const MAX_API_KEY_LENGTH = 256;
 export const MAX_SIDECAR_ID_LENGTH = 128;
