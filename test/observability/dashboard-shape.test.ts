@@ -157,7 +157,8 @@ t.test('every metric the seeds name has a panel under its service', async (t) =>
     const drawn = qs.some((q) => q.service === service && exprRefs(q.expr).metrics.some((m) => series.includes(m)));
     t.ok(drawn, `${seed} (${series.join(' or ')}) is queried under the ${service} row`);
   }
-  // Send latency per tier, delivery success per channel: the breakdowns the issue asks for.
+  // Send latency per tier, delivery success per channel, decision latency per store: the
+  // breakdowns the issue asks for.
   t.ok(
     qs.some((q) => /histogram_quantile\(0\.99, sum by \(le, tier\) \(rate\(send_latency_seconds_bucket/.test(q.expr)),
     'send latency p99 per tier',
@@ -165,5 +166,13 @@ t.test('every metric the seeds name has a panel under its service', async (t) =>
   t.ok(
     qs.some((q) => /sum by \(channel\) \(rate\(delivery_outcomes_total\{outcome="sent"\}/.test(q.expr)),
     'delivery success per channel',
+  );
+  t.ok(
+    qs.some(
+      (q) =>
+        q.service === 'limiter' &&
+        /histogram_quantile\(0\.99, sum by \(le, store\) \(rate\(ratelimit_decision_duration_seconds_bucket/.test(q.expr),
+    ),
+    'sidecar decision latency p99 per store',
   );
 });
