@@ -7,7 +7,7 @@
  * - the sidecar's RLS port: NOT_SERVING while it has no quota snapshot (its control plane not up
  *   yet), SERVING once it syncs, NOT_SERVING as it shuts down; reflection lists the RLS.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,7 +40,7 @@ const ADMIN = 'quota.v1.QuotaAdminService';
 const SYNC = 'quota.v1.QuotaSyncService';
 const RLS = 'envoy.service.ratelimit.v3.RateLimitService';
 
-async function controlPlane(t: Tap, databaseUrl: string, grpcPort = 0): Promise<ControlPlane> {
+async function controlPlane(t: Test, databaseUrl: string, grpcPort = 0): Promise<ControlPlane> {
   const env = testEnv({
     DATABASE_URL: databaseUrl,
     ADMIN_TOKEN: 'test-admin-token-0123456789abcdef',
@@ -52,9 +52,8 @@ async function controlPlane(t: Tap, databaseUrl: string, grpcPort = 0): Promise<
   t.teardown(() => cp.close());
   return cp;
 }
-type Tap = Parameters<Parameters<typeof t.test>[1] & object>[0];
 
-function healthClient(t: Tap, address: string): GrpcClient<typeof Health> {
+function healthClient(t: Test, address: string): GrpcClient<typeof Health> {
   const Client = grpcClientConstructor(Health);
   const c = new Client(address, grpc.credentials.createInsecure());
   t.teardown(() => c.close());
@@ -64,7 +63,7 @@ function healthClient(t: Tap, address: string): GrpcClient<typeof Health> {
 const check = async (c: GrpcClient<typeof Health>, service: string): Promise<S> =>
   (await unaryCall(c, 'check', create(HealthCheckRequestSchema, { service }), { timeoutMs: 10_000 })).status;
 
-function watch(t: Tap, c: GrpcClient<typeof Health>, service: string): S[] {
+function watch(t: Test, c: GrpcClient<typeof Health>, service: string): S[] {
   const stream = c.watch(create(HealthCheckRequestSchema, { service }));
   const seen: S[] = [];
   stream.on('data', (r: HealthCheckResponse) => seen.push(r.status));
@@ -73,7 +72,7 @@ function watch(t: Tap, c: GrpcClient<typeof Health>, service: string): S[] {
   return seen;
 }
 
-async function listServices(t: Tap, address: string): Promise<string[]> {
+async function listServices(t: Test, address: string): Promise<string[]> {
   const Client = reflectionClientConstructor('v1');
   const c = new Client(address, grpc.credentials.createInsecure());
   const call = (

@@ -47,7 +47,12 @@ export function request(descriptors: Descriptor[], hitsAddend = 0, domain = 'edg
 }
 
 export function shouldRateLimit(c: RlsClient, descriptors: Descriptor[], hitsAddend = 0): Promise<RateLimitResponse> {
-  return unaryCall(c, 'shouldRateLimit', create(RateLimitRequestSchema, request(descriptors, hitsAddend)), { timeoutMs: 10_000 });
+  return unaryCall<typeof RateLimitService, 'shouldRateLimit'>(
+    c,
+    'shouldRateLimit',
+    create(RateLimitRequestSchema, request(descriptors, hitsAddend)),
+    { timeoutMs: 10_000 },
+  );
 }
 
 /** The headers of a response as a name → value record (lower-case names). */

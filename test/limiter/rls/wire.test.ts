@@ -11,7 +11,7 @@
  * against theirs.
  */
 import t from 'tap';
-import { fromBinary, fromJson, toBinary } from '@bufbuild/protobuf';
+import { fromBinary, fromJson, toBinary, type JsonValue } from '@bufbuild/protobuf';
 import {
   RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
@@ -147,7 +147,7 @@ t.test('Envoy’s documented remote_address descriptor: the per-IP cap', async (
 
 t.test('envoyproxy/ratelimit’s published JSON response reads with our schema (names and enum values agree)', async (t) => {
   // README.md "/json endpoint", same commit as above.
-  const published = {
+  const published: JsonValue = {
     overallCode: 'OVER_LIMIT',
     statuses: [
       { code: 'OVER_LIMIT', currentLimit: { requestsPerUnit: 1, unit: 'MINUTE' } },
