@@ -23,7 +23,7 @@ import { checkShardable, RedisCounterStore } from './admission/counter-store.red
 import { MemoryReplayStore, RedisReplayStore, type DpopReplayStore } from '../shared/dpop/index.js';
 import { createCounterStore } from './admission/index.js';
 import { RefusalCache } from './admission/refusal-cache.js';
-import { LeaseStore } from './admission/lease.js';
+import { LeaseStore, RedisLessor } from './admission/lease.js';
 import type { CounterStore, GlobalBucket } from './admission/counter-store.js';
 import type { LimitParams } from './admission/limit.js';
 import { Gate } from './gate.js';
@@ -160,7 +160,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     const active = () => breaker.state === 'closed';
     const m = metrics.local;
     local = new RefusalCache(store, { active, onLocalRefusal: () => m.refusals++ });
-    leases = new LeaseStore(local, store, local, {
+    leases = new LeaseStore(local, new RedisLessor(store), local, {
       active,
       onLease: (event, tokens) => {
         if (event === 'local_admit') m.leaseAdmits++;

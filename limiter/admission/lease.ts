@@ -228,6 +228,21 @@ export interface LeaseStoreOptions {
   onGiveBack?: (tokens: number) => void;
   /** A failed give-back or heartbeat (the lease tokens are lost: an under-count). */
   onError?: (err: unknown) => void;
+  /** false: no sweep timer (tests call `sweep()`). Default true. */
+  sweepTimer?: boolean;
+}
+
+/**
+ * Where leases come from: the shared store's take and give-back scripts and the lessee count
+ * ({@link RedisLessor}). An interface so the bound can be property-tested over a model bucket.
+ */
+export interface Lessor {
+  /** Takes up to `want` tokens, at least `req.cost` or none: the take script's reply (granted last). */
+  take(req: AdmitRequest, want: number): Promise<AdmitReply>;
+  /** Gives `tokens` unspent tokens of `lease` back. */
+  give(lease: Lease, tokens: number): Promise<unknown>;
+  /** Registers `id` as a lessee and counts the ones seen within `ttlMs`. */
+  peers(id: string, ttlMs: number): Promise<number>;
 }
 
 interface LeaseCommands {
@@ -236,6 +251,59 @@ interface LeaseCommands {
   rlLeaseGive1(key: string, ...argv: (number | string)[]): Promise<number>;
   rlLeaseGive2(key: string, global: string, ...argv: (number | string)[]): Promise<number>;
   rlLeasePeers(key: string, id: string, ttlMs: number): Promise<number>;
+}
+
+/** Leases from the Redis counter store (lease-script.ts), under the same keys as its decisions. */
+export class RedisLessor implements Lessor {
+  readonly #redis: RedisCounterStore;
+  readonly #cmd: LeaseCommands;
+  readonly #peersKey: string;
+
+  constructor(redis: RedisCounterStore) {
+    this.#redis = redis;
+    const head = redis.globalShardKey('x', 0);
+    this.#peersKey = head.slice(0, head.length - 'g:x'.length) + 'lessees';
+    const c = redis.client;
+    c.defineCommand('rlLeaseTake1', { lua: LEASE_TAKE_LUA, numberOfKeys: 1 });
+    c.defineCommand('rlLeaseTake2', { lua: LEASE_TAKE_LUA, numberOfKeys: 2 });
+    c.defineCommand('rlLeaseGive1', { lua: LEASE_GIVE_LUA, numberOfKeys: 1 });
+    c.defineCommand('rlLeaseGive2', { lua: LEASE_GIVE_LUA, numberOfKeys: 2 });
+    c.defineCommand('rlLeasePeers', { lua: LEASE_PEERS_LUA, numberOfKeys: 1 });
+    this.#cmd = c as unknown as LeaseCommands;
+  }
+
+  take(req: AdmitRequest, want: number): Promise<AdmitReply> {
+    const L = req.limit;
+    const g = req.global;
+    const key = this.#redis.bucketKey(req.key);
+    if (g === undefined) return this.#cmd.rlLeaseTake1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want, req.cost);
+    const G = g.limit;
+    const S = this.#redis.shards;
+    return this.#cmd.rlLeaseTake2(
+      key,
+      this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(req.key, S)),
+      ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want],
+      ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, S, req.cost],
+    );
+  }
+
+  give(l: Lease, tokens: number): Promise<number> {
+    const L = l.limit;
+    const g = l.global;
+    const key = this.#redis.bucketKey(l.key);
+    if (g === undefined) return this.#cmd.rlLeaseGive1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, tokens);
+    const S = this.#redis.shards;
+    return this.#cmd.rlLeaseGive2(
+      key,
+      this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(l.key, S)),
+      ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, tokens],
+      ...[ALGORITHM_CODE[g.limit.algorithm], g.limit.rate, g.limit.burst, g.limit.intervalMs, tokens * S],
+    );
+  }
+
+  peers(id: string, ttlMs: number): Promise<number> {
+    return this.#cmd.rlLeasePeers(this.#peersKey, id, ttlMs).then(Number);
+  }
 }
 
 /**
@@ -249,39 +317,32 @@ export class LeaseStore implements CounterStore {
   peers = 0;
   readonly #inner: CounterStore;
   readonly #refusals: RefusalCache | undefined;
-  readonly #redis: RedisCounterStore;
-  readonly #cmd: LeaseCommands;
+  readonly #lessor: Lessor;
   readonly #mono: () => number;
   readonly #active: () => boolean;
   readonly #o: LeaseStoreOptions;
   readonly #id: string;
-  readonly #peersKey: string;
-  readonly #sweep: NodeJS.Timeout;
+  readonly #sweep: NodeJS.Timeout | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   readonly #out: AdmitResult = { allowed: true, binding: 'key', limit: 0, remaining: 0, resetAtMs: 0, retryAfterMs: 0 };
   #closed = false;
 
-  constructor(inner: CounterStore, redis: RedisCounterStore, refusals: RefusalCache | undefined, opts: LeaseStoreOptions = {}) {
+  /**
+   * @param inner the exact path (the refusal cache over the Redis store)
+   * @param refusals answers refused leases' subjects locally while Redis certainly would refuse
+   */
+  constructor(inner: CounterStore, lessor: Lessor, refusals: RefusalCache | undefined, opts: LeaseStoreOptions = {}) {
     const ttl = opts.ttlMs ?? DEFAULT_LEASE_TTL_MS;
     if (!(ttl >= 10)) throw new RangeError(`LeaseStore: ttlMs must be ≥ 10, got ${ttl}`);
     this.book = new LeaseBook(ttl, opts.maxEntries ?? DEFAULT_LEASE_ENTRIES);
     this.#inner = inner;
     this.#refusals = refusals;
-    this.#redis = redis;
+    this.#lessor = lessor;
     this.#o = opts;
     this.#mono = opts.monotonic ?? (() => performance.now());
     this.#active = opts.active ?? (() => true);
     this.#id = opts.id ?? `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
-    const head = redis.globalShardKey('x', 0);
-    this.#peersKey = head.slice(0, head.length - 'g:x'.length) + 'lessees';
-    const c = redis.client;
-    c.defineCommand('rlLeaseTake1', { lua: LEASE_TAKE_LUA, numberOfKeys: 1 });
-    c.defineCommand('rlLeaseTake2', { lua: LEASE_TAKE_LUA, numberOfKeys: 2 });
-    c.defineCommand('rlLeaseGive1', { lua: LEASE_GIVE_LUA, numberOfKeys: 1 });
-    c.defineCommand('rlLeaseGive2', { lua: LEASE_GIVE_LUA, numberOfKeys: 2 });
-    c.defineCommand('rlLeasePeers', { lua: LEASE_PEERS_LUA, numberOfKeys: 1 });
-    this.#cmd = c as unknown as LeaseCommands;
-    this.#sweep = setInterval(() => this.sweep(), Math.max(5, Math.floor(ttl / 2))).unref();
+    this.#sweep = opts.sweepTimer === false ? undefined : setInterval(() => this.sweep(), Math.max(5, Math.floor(ttl / 2))).unref();
   }
 
   /** Registers as a lessee now and every {@link PEERS_PERIOD_MS}; resolves after the first attempt. */
@@ -292,7 +353,7 @@ export class LeaseStore implements CounterStore {
 
   async #beat(): Promise<void> {
     try {
-      this.peers = Number(await this.#cmd.rlLeasePeers(this.#peersKey, this.#id, 3 * PEERS_PERIOD_MS));
+      this.peers = await this.#lessor.peers(this.#id, 3 * PEERS_PERIOD_MS);
     } catch (err) {
       this.#o.onError?.(err);
     }
@@ -327,20 +388,7 @@ export class LeaseStore implements CounterStore {
     const entry = this.book.open(req.key, req.limit, req.global, (old, n) => this.#give(old, n));
     const L = req.limit;
     const g = req.global;
-    const key = this.#redis.bucketKey(req.key);
-    let p: Promise<AdmitReply>;
-    if (g === undefined) {
-      p = this.#cmd.rlLeaseTake1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want, req.cost);
-    } else {
-      const G = g.limit;
-      const S = this.#redis.shards;
-      p = this.#cmd.rlLeaseTake2(
-        key,
-        this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(req.key, S)),
-        ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want],
-        ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, S, req.cost],
-      );
-    }
+    const p = this.#lessor.take(req, want);
     const done = p.then(
       (reply) => {
         const granted = reply[reply.length - 1]!;
@@ -371,19 +419,7 @@ export class LeaseStore implements CounterStore {
 
   #give(l: Lease, tokens: number): void {
     if (tokens <= 0 || this.#closed) return;
-    const L = l.limit;
-    const g = l.global;
-    const key = this.#redis.bucketKey(l.key);
-    const p =
-      g === undefined
-        ? this.#cmd.rlLeaseGive1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, tokens)
-        : this.#cmd.rlLeaseGive2(
-            key,
-            this.#redis.globalShardKey(g.name, this.#redis.shards === 1 ? 0 : shardOf(l.key, this.#redis.shards)),
-            ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, tokens],
-            ...[ALGORITHM_CODE[g.limit.algorithm], g.limit.rate, g.limit.burst, g.limit.intervalMs, tokens * this.#redis.shards],
-          );
-    p.then(
+    this.#lessor.give(l, tokens).then(
       () => this.#o.onGiveBack?.(tokens),
       (err: unknown) => this.#o.onError?.(err),
     );
