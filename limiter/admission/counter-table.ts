@@ -17,21 +17,26 @@
  * Fingerprints (why 128 bits are enough, and why no one can choose them):
  *   - `key:<64 lowercase hex>` (an API key's SHA-256, limiter/subject.ts) is parsed, not hashed:
  *     its 32 bytes folded to 16 (words i and i+4 xored). No allocation.
- *   - any other key (`user:<id>`, `ip:<addr>`, `key:<hex>|/route`, ...) is the first 16 bytes of
- *     its SHA-512 (one Buffer per call; SHA-384 of the UTF-16 code units for the rare string that is
- *     not well-formed UTF-16, which UTF-8 would blur). A different function from the API keys'
- *     SHA-256, so no API key can be chosen to land on another subject's fingerprint: that would
- *     take a preimage of a 128-bit truncation (2^128 work).
- *   Two distinct live subjects share a fingerprint (and so a bucket) with probability about
- *   n² / 2^129: 1.5e-27 for a million subjects. Forcing a collision between two subjects both under
- *   one's own control takes a 128-bit birthday search (2^64 SHA-256), and gains nothing: they share
- *   one bucket, so one limit.
- *   - The index position mixes the fingerprint with a random per-process seed, so digests ground
- *     offline for a common position cannot flood a probe sequence.
+ *   - any other key (`user:<id>`, `ip:<addr>`, `key:<hex>|/route`, ...) is hashed by a seeded
+ *     non-cryptographic 128-bit hash (four murmur3-style lanes over its UTF-16 code units, each
+ *     lane with its own constant and a random per-table seed; the length mixed in last). No
+ *     allocation; about as cheap per character as the parse above.
+ *   Accidental collisions: two distinct live subjects share a fingerprint (and so a bucket) with
+ *   probability about n² / 2^129, 1.5e-27 for a million subjects.
+ *   Chosen collisions: an API key's fingerprint is a SHA-256 the caller cannot choose (landing on
+ *   a given digest's first 128 bits is a preimage search); the other keys' fingerprints depend on
+ *   a secret seed, so no API key can be ground to land on a user's or an address's fingerprint.
+ *   A murmur-style hash may have seed-independent collisions between inputs crafted together;
+ *   those can only merge two subjects both of whose strings the attacker chooses, and merged
+ *   subjects share one bucket, so one limit: fewer admissions for them, never more. (The strings
+ *   that reach the slow path are not freely chosen anyway: addresses, token subjects issued by
+ *   the identity service, route suffixes from the configuration.)
+ *   - The index position mixes the fingerprint with another random per-table seed, so digests
+ *     ground offline for a common position cannot flood a probe sequence.
  *
- * Not thread-safe, synchronous, no allocation per call on the API-key path.
+ * Not thread-safe, synchronous, no allocation per call (growth aside).
  */
-import { hash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 
 export interface CounterTableOptions {
   /** Most subjects held; the least recently used beyond it are evicted. Integer 1 … 2^28. */
@@ -43,7 +48,10 @@ export interface CounterTableOptions {
   initialCapacity?: number;
   /** Called on each eviction; `live` when the evicted bucket was not yet back at rest. */
   onEvict?: (live: boolean) => void;
-  /** Four 32-bit words seeding the index positions (tests); random per table by default. */
+  /**
+   * Eight 32-bit words: four seed the index positions, four the string hash's lanes (tests);
+   * random per table by default.
+   */
   seed?: readonly number[];
 }
 
@@ -74,9 +82,24 @@ function indexSizeFor(cap: number): number {
   return n;
 }
 
-/** `String.prototype.isWellFormed` (ES2024, in Node 20; the project's lib is ES2023). */
-interface WellFormed {
-  isWellFormed(): boolean;
+/** One block of a murmur3_x86_32-style lane: 32 bits of input `k` (two UTF-16 code units) into `h`. */
+function lane(h: number, k: number, m: number): number {
+  k = Math.imul(k, m);
+  k = (k << 15) | (k >>> 17);
+  k = Math.imul(k, 0x1b873593);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+/** murmur3's finaliser: every input bit reaches every output bit. */
+function fmix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
 }
 
 export class CounterTable {
@@ -114,6 +137,10 @@ export class CounterTable {
   readonly #s1: number;
   readonly #s2: number;
   readonly #s3: number;
+  readonly #l0: number;
+  readonly #l1: number;
+  readonly #l2: number;
+  readonly #l3: number;
 
   // The fingerprint of the last key looked at (a request looks its key up, then inserts it).
   #lastKey: string | undefined;
@@ -134,12 +161,17 @@ export class CounterTable {
     this.maxKeys = max;
     this.#initial = Math.min(initial, max);
     this.#onEvict = opts.onEvict;
-    const r = randomBytes(16);
-    const seed = opts.seed ?? [r.readUInt32LE(0), r.readUInt32LE(4), r.readUInt32LE(8), r.readUInt32LE(12)];
+    const r = randomBytes(32);
+    const seed = opts.seed ?? Array.from({ length: 8 }, (_, i) => r.readUInt32LE(i * 4));
+    if (seed.length !== 8) throw new RangeError('CounterTable: seed must be eight 32-bit words');
     this.#s0 = seed[0]! >>> 0;
     this.#s1 = seed[1]! >>> 0;
     this.#s2 = seed[2]! >>> 0;
     this.#s3 = seed[3]! >>> 0;
+    this.#l0 = seed[4]! | 0;
+    this.#l1 = seed[5]! | 0;
+    this.#l2 = seed[6]! | 0;
+    this.#l3 = seed[7]! | 0;
     this.capacity = this.#initial;
     this.alg = new Uint8Array(this.capacity);
     this.a = new Float64Array(this.capacity);
@@ -155,7 +187,8 @@ export class CounterTable {
 
   /** The slot of `key`, marked most recently used; −1 when absent. */
   get(key: string): number {
-    this.#fingerprint(key);
+    // The same subject again (a burst, or lookup then insert): its fingerprint is still there.
+    if (key !== this.#lastKey) this.#fingerprint(key);
     const s = this.#find();
     if (s >= 0) this.#touch(s);
     return s;
@@ -163,7 +196,7 @@ export class CounterTable {
 
   /** The slot of `key` without changing its recency; −1 when absent. */
   peek(key: string): number {
-    this.#fingerprint(key);
+    if (key !== this.#lastKey) this.#fingerprint(key);
     return this.#find();
   }
 
@@ -268,13 +301,31 @@ export class CounterTable {
         return;
       }
     }
-    const d = (key as unknown as WellFormed).isWellFormed()
-      ? hash('sha512', key, 'buffer')
-      : hash('sha384', Buffer.from(key, 'utf16le'), 'buffer');
-    this.#f0 = d.readUInt32LE(0);
-    this.#f1 = d.readUInt32LE(4);
-    this.#f2 = d.readUInt32LE(8);
-    this.#f3 = d.readUInt32LE(12);
+    const n = key.length;
+    let h0 = this.#l0;
+    let h1 = this.#l1;
+    let h2 = this.#l2;
+    let h3 = this.#l3;
+    let i = 0;
+    for (; i + 1 < n; i += 2) {
+      const k = key.charCodeAt(i) | (key.charCodeAt(i + 1) << 16);
+      h0 = lane(h0, k, 0xcc9e2d51);
+      h1 = lane(h1, k, 0x85ebca6b);
+      h2 = lane(h2, k, 0xc2b2ae35);
+      h3 = lane(h3, k, 0x27d4eb2f);
+    }
+    if (i < n) {
+      const k = key.charCodeAt(i);
+      h0 = lane(h0, k, 0xcc9e2d51);
+      h1 = lane(h1, k, 0x85ebca6b);
+      h2 = lane(h2, k, 0xc2b2ae35);
+      h3 = lane(h3, k, 0x27d4eb2f);
+    }
+    // The length last: "…c" and "…c\u0000" feed the same final block.
+    this.#f0 = fmix(h0 ^ n);
+    this.#f1 = fmix(h1 ^ n);
+    this.#f2 = fmix(h2 ^ n);
+    this.#f3 = fmix(h3 ^ n);
   }
 
   /** Index position of a fingerprint: the words mixed with the seed (murmur3's finaliser). */
