@@ -709,7 +709,8 @@ async function benchmark(): Promise<void> {
         `deltas put them in.`,
       `- Server CPU: user + system time of the server under test (the upstream for direct rows; nginx master and worker) ` +
         `over the run, from /proc, as a share of one core. Well under 100% means the load generator (or other work on the ` +
-        `machine), not the server, set that row's requests/s.`,
+        `machine), not the server, set that row's requests/s. CPU µs / request is that time per response: on a machine ` +
+        `shared with other work it is the steadier comparison, and each ratio also gives it ("by CPU per request").`,
     ].join('\n'),
     '### Figures',
     tbl,

@@ -25,17 +25,26 @@ const pct = (part: number, whole: number): string => {
 /** Main markdown table: one line per scenario and tool. */
 export function table(rows: readonly Row[]): string {
   const lines = [
-    '| scenario | tool | requests/s | p50 ms | p99 ms | errors / non-2xx | server CPU |',
-    '|---|---|---:|---:|---:|---:|---:|',
+    '| scenario | tool | requests/s | p50 ms | p99 ms | errors / non-2xx | server CPU | CPU µs / request |',
+    '|---|---|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
     const attempts = r.m.responses + r.m.errors;
     const cpu = r.m.serverCpu === undefined || !Number.isFinite(r.m.serverCpu) ? 'n/a' : `${Math.round(r.m.serverCpu * 100)}%`;
     lines.push(
-      `| ${r.label} | ${r.m.tool} | ${fmtInt(r.m.rps)} | ${fmtMs(r.m.p50Ms)} | ${fmtMs(r.m.p99Ms)} | ${pct(r.m.errors, attempts)} / ${pct(r.m.non2xx, r.m.responses)} | ${cpu} |`,
+      `| ${r.label} | ${r.m.tool} | ${fmtInt(r.m.rps)} | ${fmtMs(r.m.p50Ms)} | ${fmtMs(r.m.p99Ms)} | ${pct(r.m.errors, attempts)} / ${pct(r.m.non2xx, r.m.responses)} | ${cpu} | ${cpuPerRequest(r.m)} |`,
     );
   }
   return lines.join('\n');
+}
+
+/** The server's CPU time per response, µs: what a row costs, whatever set its rate. */
+function cpuUs(m: Measurement): number {
+  return m.serverCpu !== undefined && Number.isFinite(m.serverCpu) && m.rps > 0 ? (m.serverCpu / m.rps) * 1e6 : NaN;
+}
+function cpuPerRequest(m: Measurement): string {
+  const us = cpuUs(m);
+  return Number.isFinite(us) ? us.toFixed(1) : 'n/a';
 }
 
 function find(rows: readonly Row[], id: string, tool: Tool): Measurement | undefined {
@@ -142,7 +151,10 @@ export function ratios(rows: readonly Row[], ctx: RatioContext): string {
       }
       const ratio = ours.rps / peer.rps;
       const verdict = t.atLeast === undefined ? '' : `; target ≥ ${t.atLeast}×: ${ratio >= t.atLeast ? 'met' : 'not met'}`;
-      out.push(`- ${t.what}: **${ratio.toFixed(2)}×** (${fmtInt(ours.rps)} vs ${fmtInt(peer.rps)} req/s${verdict})`);
+      // The same comparison in CPU time per request: what the ratio would be were both servers saturated.
+      const byCpu = cpuUs(peer) / cpuUs(ours);
+      const cpu = Number.isFinite(byCpu) ? `; by CPU per request ${byCpu.toFixed(2)}×` : '';
+      out.push(`- ${t.what}: **${ratio.toFixed(2)}×** (${fmtInt(ours.rps)} vs ${fmtInt(peer.rps)} req/s${verdict}${cpu})`);
     }
     out.push('');
   }
