@@ -29,6 +29,8 @@ import { registerIngestRoutes } from './ingest/routes.js';
 import { registerTrackingRoutes } from './tracking/routes.js';
 import { registerDlqRoutes } from './admin/routes.js';
 import { registerAdminNotificationRoutes } from './admin/notification-routes.js';
+import { notifierOpenApi } from './openapi.js';
+import { serveOpenApi } from '../shared/openapi.js';
 import { dlqDepth } from './admin/dlq.js';
 import { writeInbox } from './tracking/inbox.js';
 import { pixelSigner } from './tracking/pixel.js';
@@ -446,6 +448,8 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         registerTemplateRoutes(app, edge, pool, caller);
         registerProfileRoutes(app, edge, pool, caller);
         registerDeviceRoutes(app, edge, pool, caller);
+        // This API's document (notifier/openapi.ts), without credentials (shared/openapi.ts).
+        serveOpenApi(app, edge, notifierOpenApi);
       },
     });
 
