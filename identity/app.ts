@@ -15,6 +15,8 @@ import { startHttpService, type HttpService } from '../shared/service.js';
 import type { Started } from '../shared/main.js';
 import { startAdminBootstrap, type AdminBootstrap } from './accounts/bootstrap-admin.js';
 import { registerAccountRoutes } from './accounts/routes.js';
+import { identityOpenApi } from './openapi.js';
+import { serveOpenApi } from '../shared/openapi.js';
 import type { identityConfig } from './config.js';
 import type { CardTokenizer } from './domain/card.js';
 import { createIdentityEvents, type IdentityEvents } from './events/identity-events.js';
@@ -117,6 +119,8 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
           clock,
           log,
         });
+        // This service's document (identity/openapi.ts), without credentials (shared/openapi.ts).
+        serveOpenApi(app, edge, identityOpenApi);
       },
     });
     // 4. The notification relay: outbox and recipient profiles → the notifier (identity/notify).

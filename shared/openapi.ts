@@ -62,7 +62,7 @@ export interface ResponseSpec {
   description?: string;
   /** JSON Schema of the body; omitted for a response without one. */
   schema?: Schema;
-  /** Default application/json (application/problem+json for 4xx/5xx without a schema). */
+  /** Default application/json; application/problem+json for a 4xx/5xx without a schema. */
   contentType?: string;
   headers?: Record<string, { description: string; schema?: Schema }>;
 }
@@ -118,7 +118,9 @@ function responseObject(status: string, r: ResponseSpec): Schema {
   const out: Schema = { description: r.description ?? STATUS_TEXT[status] ?? `HTTP ${status}` };
   const problem = Number(status) >= 400;
   if (r.schema !== undefined || problem) {
-    out.content = { [r.contentType ?? (problem ? PROBLEM_CONTENT : 'application/json')]: { schema: r.schema ?? ref('Problem') } };
+    // An error without a schema of its own is problem+json; any body with a schema is JSON unless said.
+    const type = r.contentType ?? (r.schema === undefined ? PROBLEM_CONTENT : 'application/json');
+    out.content = { [type]: { schema: r.schema ?? ref('Problem') } };
   }
   if (r.headers) out.headers = r.headers;
   return out;
