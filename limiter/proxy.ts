@@ -182,9 +182,15 @@ function upstreamErrorCode(err: unknown): ErrorCode {
 }
 
 const EMPTY: readonly string[] = [];
+const STATUS_200 = '200 OK';
 
 /** The header names a Connection header lists (lower-case), other than keep-alive/close. */
 export function connectionTokens(value: string): Set<string> | null {
+  // Nearly every client sends exactly one of these two: no split, no set.
+  if (value.length === 10 || value.length === 5) {
+    const v = value.toLowerCase();
+    if (v === 'keep-alive' || v === 'close') return null;
+  }
   let out: Set<string> | null = null;
   for (const part of value.split(',')) {
     const t = part.trim().toLowerCase();
@@ -321,7 +327,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.headWritten = true;
     const res = this.res;
     const status = this.status;
-    res.writeStatus(this.statusText ? `${status} ${this.statusText}` : statusLine(status));
+    const text = this.statusText;
+    res.writeStatus(status === 200 && text === 'OK' ? STATUS_200 : text ? `${status} ${text}` : statusLine(status));
     const raw = this.rawHeaders!;
     const listed = this.connectionListed;
     for (let i = 0; i < raw.length; i += 2) {
