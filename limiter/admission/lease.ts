@@ -405,6 +405,8 @@ export class LeaseStore implements CounterStore {
         return r;
       },
       (err: unknown) => {
+        // As for a failed decision: Redis may have lost its state, or be about to.
+        this.#refusals?.clear();
         throw toStoreError(err);
       },
     );
