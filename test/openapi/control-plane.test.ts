@@ -5,7 +5,7 @@
 import t from 'tap';
 import { useTestDatabase } from '../harness/db.js';
 import { ADMIN_TOKEN, useControlPlane } from '../control-plane/helpers.js';
-import { checkRoutes, fetchDocument, record, responseChecker, responseValidator } from './helpers.js';
+import { checkRoutes, fetchDocument, record, responseChecker, responseValidator, schemaProblems, type Doc } from './helpers.js';
 
 const db = await useTestDatabase(t, 'openapi_control_plane');
 const cp = await useControlPlane(t, db.url, { CONTROL_PLANE_ACK_TIMEOUT: '100ms' });
@@ -64,5 +64,15 @@ t.test('the check refuses what the document does not say', async (t) => {
     check('GET', '/internal/subjects/:subject/quota', { ...quota, body: { quota: { ...q, algorithm: 'gcra' } } }),
     /does not match/,
     'an enum value the contract does not have',
+  );
+  const broken = structuredClone(doc) as Doc;
+  const op = broken.paths['/internal/sidecars']!['get']! as unknown as { operationId: string; responses: Record<string, unknown> };
+  op.responses['200'] = { description: 'x', content: { 'application/json': { schema: { $ref: '#/components/schemas/Nothing' } } } };
+  op.operationId = 'get_internal_quotas';
+  const problems = schemaProblems(broken);
+  t.match(
+    problems,
+    [/operationId get_internal_quotas missing or repeated/, /Nothing/],
+    'a repeated operationId and a dangling $ref are found',
   );
 });

@@ -34,7 +34,36 @@ export async function fetchDocument(t: TestContext, base: string): Promise<Doc> 
   t.match(res.headers.get('content-type'), /^application\/json/);
   const doc = (await res.json()) as Doc;
   t.equal(doc.openapi, '3.1.0');
+  t.same(schemaProblems(doc), [], 'every operation has a unique operationId, and every schema compiles with its references resolved');
   return doc;
+}
+
+/** What is wrong with the document as a whole: duplicate operationIds, schemas that do not compile. */
+export function schemaProblems(doc: Doc): string[] {
+  const ajv = new Ajv2020({ strict: false, validateFormats: false });
+  ajv.addSchema({ ...doc, $id: DOC_ID });
+  const problems: string[] = [];
+  const ids = new Set<string>();
+  const pointer = (parts: string[]): string =>
+    `${DOC_ID}#/${parts.map((s) => encodeURIComponent(s.replace(/~/g, '~0').replace(/\//g, '~1'))).join('/')}`;
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(item)) {
+      if (!METHODS.includes(method)) continue;
+      const id = (op as { operationId?: string }).operationId;
+      if (!id || ids.has(id)) problems.push(`${method} ${path}: operationId ${String(id)} missing or repeated`);
+      ids.add(id ?? '');
+      for (const [status, r] of Object.entries(op.responses)) {
+        for (const ct of Object.keys(r.content ?? {})) {
+          try {
+            ajv.compile({ $ref: pointer(['paths', path, method, 'responses', status, 'content', ct, 'schema']) });
+          } catch (err) {
+            problems.push(`${method} ${path} ${status} ${ct}: ${(err as Error).message}`);
+          }
+        }
+      }
+    }
+  }
+  return problems;
 }
 
 /** `METHOD /pattern` of every operation, with `{name}` written back as `:name`. */
