@@ -149,6 +149,10 @@ export function ratios(rows: readonly Row[], ctx: RatioContext): string {
         if (t.missing) out.push(`- ${t.what}: not measured (${t.missing})${t.atLeast ? `; target ≥ ${t.atLeast}×` : ''}`);
         continue;
       }
+      if (!(ours.rps > 0 && peer.rps > 0)) {
+        out.push(`- ${t.what}: not measurable (${fmtInt(ours.rps)} vs ${fmtInt(peer.rps)} req/s: a run that served nothing)`);
+        continue;
+      }
       const ratio = ours.rps / peer.rps;
       const verdict = t.atLeast === undefined ? '' : `; target ≥ ${t.atLeast}×: ${ratio >= t.atLeast ? 'met' : 'not met'}`;
       // The same comparison in CPU time per request: what the ratio would be were both servers saturated.
