@@ -65,7 +65,7 @@ t.test('the check refuses what the document does not say', async (t) => {
     /does not match/,
     'an enum value the contract does not have',
   );
-  const broken = structuredClone(doc) as Doc;
+  const broken = structuredClone<Doc>(doc);
   const op = broken.paths['/internal/sidecars']!['get']! as unknown as { operationId: string; responses: Record<string, unknown> };
   op.responses['200'] = { description: 'x', content: { 'application/json': { schema: { $ref: '#/components/schemas/Nothing' } } } };
   op.operationId = 'get_internal_quotas';
