@@ -8,7 +8,7 @@
  *   type or field fails.
  */
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import type { TestContext } from '../harness/db.js';
+import type { Test } from 'tap';
 import { routesServedOn } from '../../shared/service.js';
 
 export type Doc = Record<string, unknown> & { paths: Record<string, Record<string, Operation>> };
@@ -28,7 +28,7 @@ const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 const DOC_ID = 'https://openapi.test/doc.json';
 
 /** GET /openapi.json without credentials: 200 JSON, OpenAPI 3.1. */
-export async function fetchDocument(t: TestContext, base: string): Promise<Doc> {
+export async function fetchDocument(t: Test, base: string): Promise<Doc> {
   const res = await fetch(`${base}/openapi.json`);
   t.equal(res.status, 200, '/openapi.json answers without credentials');
   t.match(res.headers.get('content-type'), /^application\/json/);
@@ -79,7 +79,7 @@ export function documentedRoutes(doc: Doc): string[] {
  * Both ways: the service's registered routes equal the documented ones, and each documented path,
  * called with its examples and no credentials, is answered by a handler.
  */
-export async function checkRoutes(t: TestContext, doc: Doc, port: number): Promise<void> {
+export async function checkRoutes(t: Test, doc: Doc, port: number): Promise<void> {
   const served = routesServedOn(port);
   if (!served) throw new Error(`no HTTP service of this process listens on ${port}`);
   const servedKeys = served.map((r) => `${r.method} ${r.pattern}`).sort();
@@ -145,7 +145,7 @@ export function responseChecker(doc: Doc): ResponseCheck {
 }
 
 /** Asserts recorded responses match the document. */
-export function responseValidator(doc: Doc): (t: TestContext, method: string, pattern: string, r: Recorded, what?: string) => void {
+export function responseValidator(doc: Doc): (t: Test, method: string, pattern: string, r: Recorded, what?: string) => void {
   const check = responseChecker(doc);
   return (t, method, pattern, r, what = `${method} ${pattern} ${r.status}`) => {
     const why = check(method, pattern, r);
