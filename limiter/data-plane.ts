@@ -442,10 +442,12 @@ export class DataPlane {
     }
     const owners = this.o.routes.ownersOf(path);
 
-    // Fast path: with in-process counters a key or an address is decided right here; a refusal is
-    // written before any per-request state is allocated.
+    // Fast path: a key or an address is decided right here; an answer known at once (in-process
+    // counters, or a refusal or leased token answered locally over Redis) is written before any
+    // per-request state is allocated. A pending one is awaited once the request is set up.
     let early: Outcome | undefined;
-    if (caller !== undefined && this.syncAdmission) {
+    let pending: Promise<Outcome> | undefined;
+    if (caller !== undefined) {
       const d = this.decideFor(caller, route, method, path, owners);
       if (d instanceof PlatformError) {
         this.writeError(res, d);
@@ -460,7 +462,7 @@ export class DataPlane {
           return;
         }
         early = d;
-      }
+      } else pending = d;
     }
 
     let headers = h.headers;
@@ -484,6 +486,8 @@ export class DataPlane {
 
     if (early) {
       this.respond(p, caller!, early);
+    } else if (pending) {
+      this.awaitDecision(p, caller!, pending);
     } else if (caller !== undefined) {
       this.admitCaller(p, caller, owners);
     } else if (proof === undefined) {
@@ -661,21 +665,25 @@ export class DataPlane {
     if (d instanceof PlatformError) {
       this.refuseError(p, d);
     } else if (d instanceof Promise) {
-      d.then(
-        (o) => {
-          this.o.metrics.decided(this.answeredBy(o, false), performance.now() - p.arrived);
-          if (!p.aborted) this.respond(p, caller, o);
-        },
-        (err: unknown) => {
-          // The gate handles store failures itself; anything else is a bug, not a reason for a 500.
-          this.o.log.error({ err }, 'admission failed unexpectedly');
-          if (!p.aborted) this.refuse(p, 'limiter_unavailable', 'admission could not be decided', []);
-        },
-      );
+      this.awaitDecision(p, caller, d);
     } else {
       this.o.metrics.decided(this.answeredBy(d, true), performance.now() - p.arrived);
       this.respond(p, caller, d);
     }
+  }
+
+  private awaitDecision(p: Pending, caller: Caller, d: Promise<Outcome>): void {
+    d.then(
+      (o) => {
+        this.o.metrics.decided(this.answeredBy(o, false), performance.now() - p.arrived);
+        if (!p.aborted) this.respond(p, caller, o);
+      },
+      (err: unknown) => {
+        // The gate handles store failures itself; anything else is a bug, not a reason for a 500.
+        this.o.log.error({ err }, 'admission failed unexpectedly');
+        if (!p.aborted) this.refuse(p, 'limiter_unavailable', 'admission could not be decided', []);
+      },
+    );
   }
 
   /**

@@ -159,7 +159,9 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
   if (store instanceof RedisCounterStore) {
     const active = () => breaker.state === 'closed';
     const m = metrics.local;
-    local = new RefusalCache(store, { active, onLocalRefusal: () => m.refusals++ });
+    // A candidate script in shadow must see every request: local refusals stand aside then.
+    const maxEntries = store.candidateVersion === undefined ? undefined : 0;
+    local = new RefusalCache(store, { active, maxEntries, onLocalRefusal: () => m.refusals++ });
     leases = new LeaseStore(local, new RedisLessor(store), local, {
       active,
       onLease: (event, tokens) => {

@@ -125,7 +125,9 @@ interface Admit {
 }
 
 /** Runs one scenario; returns the admissions and the sum of the shares. */
-async function run(s: fc.Infer<typeof scenario>, accuracy: 'exact' | 'approximate') {
+type Scenario = typeof scenario extends fc.Arbitrary<infer T> ? T : never;
+
+async function run(s: Scenario, accuracy: 'exact' | 'approximate') {
   const limit: LimitParams = { algorithm: 'token_bucket', rate: s.rate, burst: s.burst, intervalMs: 1000 };
   const clock = { now: 1_000_000 };
   const bucket = new Bucket(limit);
