@@ -27,60 +27,87 @@ export const DECISION_BUCKETS: readonly number[] = [
   0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025, 0.003, 0.005, 0.01, 0.025,
   0.05, 0.1, 0.25, 1,
 ];
-const BUCKETS_MS = DECISION_BUCKETS.map((s) => s * 1000);
 
 /**
- * `ratelimit_decision_duration_seconds`: from the request's arrival in the uWS callback to its
- * admission decision. Observed on every decision, so kept in plain typed arrays (a bucket scan and
- * two additions, no label hashing, no allocation) and handed to the registry as a histogram when
- * scraped (bench/decision-histogram.ts measures the cost).
+ * A histogram observed on the request path: counts in plain typed arrays (a bucket scan and two
+ * additions, no label hashing, no allocation), handed to the registry in the Prometheus histogram
+ * form when scraped. prom-client's own `observe` costs about five times as much
+ * (bench/decision-histogram.ts). One optional label with a fixed set of values; a labelled series
+ * that was never observed is not exposed, an unlabelled one always is (as prom-client does).
  */
-class DecisionDurations {
-  readonly name = 'ratelimit_decision_duration_seconds';
-  readonly help = "Time from a request's arrival in the sidecar's callback to its admission decision, by who answered (store)";
+class TypedHistogram {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
-  /** Per store: a count per bucket (not cumulative), the last one +Inf. */
-  private readonly counts = STORES.map(() => new Float64Array(BUCKETS_MS.length + 1));
-  private readonly sumsMs = new Float64Array(STORES.length);
+  /** Bucket bounds in the observed unit. */
+  private readonly bounds: Float64Array;
+  /** Per label value: a count per bucket (not cumulative), the last one +Inf. */
+  private readonly counts: Float64Array[];
+  private readonly sums: Float64Array;
 
-  observe(store: DecisionStore, ms: number): void {
-    const i = STORE_INDEX[store];
+  /**
+   * `buckets` are in the exposed unit; an observed value times `scale` is in that unit (e.g.
+   * observed ms, exposed seconds: 0.001).
+   */
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly buckets: readonly number[],
+    private readonly scale = 1,
+    private readonly label?: { name: string; values: readonly string[] },
+  ) {
+    this.bounds = Float64Array.from(buckets, (b) => b / scale);
+    const n = label ? label.values.length : 1;
+    this.counts = Array.from({ length: n }, () => new Float64Array(buckets.length + 1));
+    this.sums = new Float64Array(n);
+  }
+
+  /** One observation under the label value at index `i` (0 when unlabelled). */
+  observeAt(i: number, v: number): void {
+    const bounds = this.bounds;
     let b = 0;
-    while (b < BUCKETS_MS.length && ms > BUCKETS_MS[b]!) b++;
+    while (b < bounds.length && v > bounds[b]!) b++;
     this.counts[i]![b]!++;
-    this.sumsMs[i]! += ms;
+    this.sums[i]! += v;
+  }
+
+  observe(v: number): void {
+    this.observeAt(0, v);
   }
 
   get(): Promise<{ name: string; help: string; type: string; aggregator: 'sum'; values: MetricValueWithName<string>[] }> {
     const values: MetricValueWithName<string>[] = [];
-    for (let i = 0; i < STORES.length; i++) {
+    for (let i = 0; i < this.counts.length; i++) {
       const c = this.counts[i]!;
       let total = 0;
       for (let b = 0; b < c.length; b++) total += c[b]!;
-      // A store that never answered (redis on an in-process sidecar) has no series.
-      if (total === 0) continue;
-      const store = STORES[i]!;
+      if (total === 0 && this.label) continue;
+      const labels: Record<string, string> = this.label ? { [this.label.name]: this.label.values[i]! } : {};
       let cumulative = 0;
       for (let b = 0; b < c.length; b++) {
         cumulative += c[b]!;
-        const le = b < DECISION_BUCKETS.length ? DECISION_BUCKETS[b]! : '+Inf';
-        values.push({ metricName: `${this.name}_bucket`, labels: { le, store }, value: cumulative });
+        const le = b < this.buckets.length ? this.buckets[b]! : '+Inf';
+        values.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le }, value: cumulative });
       }
-      values.push({ metricName: `${this.name}_sum`, labels: { store }, value: this.sumsMs[i]! / 1000 });
-      values.push({ metricName: `${this.name}_count`, labels: { store }, value: total });
+      values.push({ metricName: `${this.name}_sum`, labels, value: this.sums[i]! * this.scale });
+      values.push({ metricName: `${this.name}_count`, labels, value: total });
     }
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: 'sum', values });
   }
 
   reset(): void {
     for (const c of this.counts) c.fill(0);
-    this.sumsMs.fill(0);
+    this.sums.fill(0);
+  }
+
+  register(registry: Registry): this {
+    registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+    return this;
   }
 }
 
 export class LimiterMetrics {
-  readonly redisRtt: Histogram;
+  /** `ratelimit_redis_rtt_ms`, observed in ms. */
+  readonly redisRtt: TypedHistogram;
   readonly failmodeTrips: Counter;
   readonly evictions: Counter;
   readonly proxied: Counter;
@@ -89,7 +116,17 @@ export class LimiterMetrics {
   private readonly counts = new Map<string, Map<string, Float64Array>>();
   private readonly remaining: Histogram;
   private sampleEvery = 0;
-  private readonly decisionDurations = new DecisionDurations();
+  /**
+   * `ratelimit_decision_duration_seconds`: from the request's arrival in the uWS callback to its
+   * admission decision, by who answered; observed in ms.
+   */
+  private readonly decisionDurations = new TypedHistogram(
+    'ratelimit_decision_duration_seconds',
+    "Time from a request's arrival in the sidecar's callback to its admission decision, by who answered (store)",
+    DECISION_BUCKETS,
+    0.001,
+    { name: 'store', values: STORES },
+  );
 
   /**
    * Answers given without a Redis round trip over shared counters (refusal-cache.ts, lease.ts),
@@ -98,7 +135,7 @@ export class LimiterMetrics {
   readonly local = { refusals: 0, leaseAdmits: 0, leasesGranted: 0, leasesDenied: 0, tokensTaken: 0, tokensReturned: 0 };
 
   constructor(registry: Registry, hot: HotKeys) {
-    registry.registerMetric(this.decisionDurations as unknown as Parameters<Registry['registerMetric']>[0]);
+    this.decisionDurations.register(registry);
     const counts = this.counts;
     const local = this.local;
     const read = (name: string, help: string, value: () => number, labels?: Record<string, () => number>, label = 'result') =>
@@ -158,12 +195,11 @@ export class LimiterMetrics {
         }
       },
     });
-    this.redisRtt = new Histogram({
-      name: 'ratelimit_redis_rtt_ms',
-      help: 'Counter-store (Redis) round trip per decision, ms',
-      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100],
-      registers: [registry],
-    });
+    this.redisRtt = new TypedHistogram(
+      'ratelimit_redis_rtt_ms',
+      'Counter-store (Redis) round trip per decision, ms',
+      [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100],
+    ).register(registry);
     this.failmodeTrips = new Counter({
       name: 'ratelimit_failmode_trips',
       help: 'Times the counter-store circuit opened and quotas fell back to their fail mode',
@@ -218,7 +254,7 @@ export class LimiterMetrics {
 
   /** One decision's duration, ms from the request's arrival (`performance.now()` differences). */
   decided(store: DecisionStore, ms: number): void {
-    this.decisionDurations.observe(store, ms);
+    this.decisionDurations.observeAt(STORE_INDEX[store], ms);
   }
 
   decision(result: DecisionResult, tenant: string, route: string, remaining: number): void {
