@@ -110,6 +110,46 @@ const device = obj({ token: str, platform: { enum: ['ios', 'android', 'web'] }, 
 
 const open = (description: string): Schema => ({ ...anyObject, description });
 
+const segment = obj(
+  {
+    id: str,
+    kind: { enum: ['list', 'rule'] },
+    version: int,
+    size: { type: ['integer', 'null'], description: 'Members (null in the list for a rule segment: counted when it is read)' },
+    rule: { ...anyObject, description: 'A rule segment: locale, timezone, tags (notifier/segments/rule.ts)' },
+    updated_at: { ...str, description: 'ISO 8601' },
+    updated_by: nullableString,
+  },
+  ['rule'],
+);
+const segmentVersion = obj({
+  version: int,
+  state: { enum: ['uploading', 'live', 'retired', 'abandoned'] },
+  size: int,
+  created_by: nullableString,
+  created_at: str,
+  completed_at: nullableString,
+  purged: bool,
+});
+const campaignSummary = obj({
+  campaign_id: str,
+  created_at: { ...str, description: 'ISO 8601' },
+  stopped_at: nullableString,
+  stopped_by: nullableString,
+  fanouts: int,
+  pending_approval: int,
+  recipients: int,
+});
+
+const suppression = obj({
+  address: str,
+  reason: { enum: ['bounce', 'complaint', 'manual'] },
+  detail: nullableString,
+  provider: str,
+  delivery_id: nullableString,
+  created_at: { ...num, description: 'Epoch seconds' },
+});
+
 const operations: Record<string, OperationSpec> = {
   // ── sending and tracking ──
   'POST /api/v1/notifications': {
@@ -273,7 +313,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['campaigns'],
     security: ADMIN,
     query: { pending: { schema: { enum: ['true', 'false'] } }, ...cursorQuery(500, 50) },
-    responses: { '200': { schema: open('{campaigns, next_cursor} (notifier/campaigns/listing.ts)') } },
+    responses: { '200': { schema: obj({ campaigns: { type: 'array', items: campaignSummary }, next_cursor: str }, ['next_cursor']) } },
     errors: OPERATOR_ERRORS,
   },
   'GET /api/v1/admin/campaigns/:campaign_id': {
@@ -318,7 +358,7 @@ const operations: Record<string, OperationSpec> = {
     security: ADMIN,
     path: { segment_id: { example: 'spring-promo' } },
     body: { schema: { type: 'string' }, contentType: 'application/x-ndjson', description: 'Or text/csv: one member a line' },
-    responses: { '200': { schema: open('The segment') }, '201': { schema: open('The segment') } },
+    responses: { '200': { schema: segment }, '201': { schema: segment } },
     errors: [400, 401, 403, 409, 413, 415, 503],
   },
   'PUT /api/v1/admin/segments/:segment_id': {
@@ -327,7 +367,7 @@ const operations: Record<string, OperationSpec> = {
     security: ADMIN,
     path: { segment_id: { example: 'paris-beta' } },
     body: { schema: open('{"kind": "rule", "rule": {...}}') },
-    responses: { '200': { schema: open('The segment') }, '201': { schema: open('The segment') } },
+    responses: { '200': { schema: segment }, '201': { schema: segment } },
     errors: [400, 401, 403, 409, 415, 503],
   },
   'GET /api/v1/admin/segments': {
@@ -335,7 +375,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['segments'],
     security: ADMIN,
     query: cursorQuery(500, 50),
-    responses: { '200': { schema: open('{segments, next_cursor}') } },
+    responses: { '200': { schema: obj({ segments: { type: 'array', items: segment }, next_cursor: str }, ['next_cursor']) } },
     errors: OPERATOR_ERRORS,
   },
   'GET /api/v1/admin/segments/:segment_id': {
@@ -343,7 +383,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['segments'],
     security: ADMIN,
     path: { segment_id: { example: 'spring-promo' } },
-    responses: { '200': { schema: open('The segment') } },
+    responses: { '200': { schema: segment } },
     errors: [401, 403, 404, 503],
   },
   'GET /api/v1/admin/segments/:segment_id/versions': {
@@ -352,7 +392,7 @@ const operations: Record<string, OperationSpec> = {
     security: ADMIN,
     path: { segment_id: { example: 'spring-promo' } },
     query: { limit: { schema: { type: 'integer', minimum: 1 } } },
-    responses: { '200': { schema: open('{segment_id, versions}') } },
+    responses: { '200': { schema: obj({ segment_id: str, versions: { type: 'array', items: segmentVersion } }) } },
     errors: [400, 401, 403, 404, 503],
   },
   'DELETE /api/v1/admin/segments/:segment_id': {
@@ -369,7 +409,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['suppressions'],
     security: ADMIN,
     query: { reason: { schema: { enum: ['bounce', 'complaint', 'manual'] } }, q: {}, ...cursorQuery(500, 50) },
-    responses: { '200': { schema: open('{suppressions, next_cursor}') } },
+    responses: { '200': { schema: obj({ suppressions: { type: 'array', items: suppression }, next_cursor: str }, ['next_cursor']) } },
     errors: OPERATOR_ERRORS,
   },
   'POST /api/v1/admin/suppressions': {
@@ -377,7 +417,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['suppressions'],
     security: ADMIN,
     body: { schema: obj({ address: str, detail: str }, ['detail']) },
-    responses: { '200': { schema: open('The entry already there') }, '201': { schema: open('The entry') } },
+    responses: { '200': { description: 'Already listed (unchanged)', schema: suppression }, '201': { schema: suppression } },
     errors: [400, 401, 403, 415, 503],
   },
   'GET /api/v1/admin/suppressions/:address': {
@@ -385,7 +425,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['suppressions'],
     security: ADMIN,
     path: { address: { example: 'a@example.test' } },
-    responses: { '200': { schema: open('The entry') } },
+    responses: { '200': { schema: suppression } },
     errors: [401, 403, 404, 503],
   },
   'DELETE /api/v1/admin/suppressions/:address': {

@@ -47,6 +47,23 @@ t.test('recorded answers match the document', async (t) => {
       400,
     ],
     ['GET', '/api/v1/track/open/:file', '/api/v1/track/open/x.y.gif', {}, 200],
+    ['POST', '/api/v1/admin/suppressions', '/api/v1/admin/suppressions', { headers: core.admin, body: { address: 'x@example.test' } }, 201],
+    ['POST', '/api/v1/admin/suppressions', '/api/v1/admin/suppressions', { headers: core.admin, body: { address: 'x@example.test' } }, 200],
+    ['GET', '/api/v1/admin/suppressions', '/api/v1/admin/suppressions?q=example', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/suppressions/:address', '/api/v1/admin/suppressions/x%40example.test', { headers: core.admin }, 200],
+    ['DELETE', '/api/v1/admin/suppressions/:address', '/api/v1/admin/suppressions/x%40example.test', { headers: core.admin }, 204],
+    ['GET', '/api/v1/admin/suppressions/:address', '/api/v1/admin/suppressions/x%40example.test', { headers: core.admin }, 404],
+    [
+      'PUT',
+      '/api/v1/admin/segments/:segment_id',
+      '/api/v1/admin/segments/fr-users',
+      { headers: core.admin, body: { kind: 'rule', rule: { locale: 'fr' } } },
+      201,
+    ],
+    ['GET', '/api/v1/admin/segments', '/api/v1/admin/segments', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/segments/:segment_id', '/api/v1/admin/segments/fr-users', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/segments/:segment_id/versions', '/api/v1/admin/segments/fr-users/versions', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/campaigns', '/api/v1/admin/campaigns', { headers: core.admin }, 200],
     ['GET', '/readyz', '/readyz', {}, 200],
   ];
   for (const [method, pattern, path, opts, expected] of cases) {
