@@ -141,6 +141,50 @@ const campaignSummary = obj({
   recipients: int,
 });
 
+const templateSummaryFields = {
+  template_id: { ...str, description: '<name>_v<N>' },
+  name: str,
+  version: int,
+  default_locale: str,
+  description: str,
+  used: { ...bool, description: 'A notification has used it: frozen' },
+  used_at: num,
+  created_at: num,
+  updated_at: num,
+  locales: strings,
+  channels: { type: 'array', items: channel },
+};
+const templateSummary = obj(templateSummaryFields, ['description', 'used_at']);
+const template = obj(
+  {
+    ...templateSummaryFields,
+    variant_id: { ...str, description: 'Only when one variant was asked for ({template_id}.{locale})' },
+    variant_ids: strings,
+    variants: { type: 'object', additionalProperties: { ...anyObject, description: 'Per channel: push, email, sms, in_app' } },
+  },
+  ['description', 'used_at', 'variant_id'],
+);
+const rampView = obj({
+  channel: { enum: ['push', 'email', 'sms'] },
+  providers: {
+    type: 'array',
+    items: obj({ name: str, role: { enum: ['old', 'new', 'secondary'] }, weight_percent: num }, ['weight_percent']),
+  },
+  shadow_percent: num,
+  shadow: { enum: ['validate_only', 'test_recipients', null] },
+  updated_by: nullableString,
+  updated_at: { type: ['integer', 'null'], description: 'Epoch seconds' },
+});
+const rampChange = obj({
+  id: { type: ['integer', 'string'] },
+  weight_percent: num,
+  shadow_percent: num,
+  previous_weight_percent: num,
+  previous_shadow_percent: num,
+  changed_by: nullableString,
+  changed_at: int,
+});
+
 const suppression = obj({
   address: str,
   reason: { enum: ['bounce', 'complaint', 'manual'] },
@@ -441,7 +485,7 @@ const operations: Record<string, OperationSpec> = {
     summary: 'Every ramp-able channel and its providers',
     tags: ['providers'],
     security: ADMIN,
-    responses: { '200': { schema: open('{channels: [view]}') } },
+    responses: { '200': { schema: obj({ channels: { type: 'array', items: rampView } }) } },
     errors: [401, 403, 503],
   },
   'GET /api/v1/admin/providers/:channel': {
@@ -449,7 +493,7 @@ const operations: Record<string, OperationSpec> = {
     tags: ['providers'],
     security: ADMIN,
     path: { channel: { example: 'push' } },
-    responses: { '200': { schema: open('The view') } },
+    responses: { '200': { schema: rampView } },
     errors: [400, 401, 403, 404, 503],
   },
   'GET /api/v1/admin/providers/:channel/changes': {
@@ -458,7 +502,7 @@ const operations: Record<string, OperationSpec> = {
     security: ADMIN,
     path: { channel: { example: 'push' } },
     query: { limit: { schema: { type: 'integer', minimum: 1 } } },
-    responses: { '200': { schema: open('The audit') } },
+    responses: { '200': { schema: obj({ changes: { type: 'array', items: rampChange } }) } },
     errors: [400, 401, 403, 404, 503],
   },
   'PUT /api/v1/admin/providers/:channel': {
@@ -467,7 +511,7 @@ const operations: Record<string, OperationSpec> = {
     security: ADMIN,
     path: { channel: { example: 'push' } },
     body: { schema: obj({ weights: { type: 'object', additionalProperties: num }, shadow_percent: num }, ['weights', 'shadow_percent']) },
-    responses: { '200': { schema: open('The view') } },
+    responses: { '200': { schema: rampView } },
     errors: [400, 401, 403, 404, 409, 415, 503],
   },
   // ── operators: templates (notifier/templates/routes.ts; role admin or service) ──
@@ -476,21 +520,21 @@ const operations: Record<string, OperationSpec> = {
     tags: ['templates'],
     path: { template_id: { example: 'code_v1' } },
     body: { schema: open('{default_locale, variants: {locale: {push, email, sms, in_app}}} (notifier/templates/definition.ts)') },
-    responses: { '200': { schema: open('The version') }, '201': { schema: open('The version') } },
+    responses: { '200': { schema: template }, '201': { schema: template } },
     errors: [400, 401, 403, 409, 415, 503],
   },
   'GET /api/v1/admin/templates/:template_id': {
     summary: 'A version with every variant ({template_id}.{locale}: only that variant)',
     tags: ['templates'],
     path: { template_id: { example: 'code_v1' } },
-    responses: { '200': { schema: open('The version') } },
+    responses: { '200': { schema: template } },
     errors: [400, 401, 403, 404, 503],
   },
   'GET /api/v1/admin/templates': {
     summary: 'Template summaries in (name, version) order',
     tags: ['templates'],
-    query: { name: {}, ...cursorQuery(500, 50) },
-    responses: { '200': { schema: open('{templates, next_cursor}') } },
+    query: { name: {}, ...cursorQuery(200, 50) },
+    responses: { '200': { schema: obj({ templates: { type: 'array', items: templateSummary }, next_cursor: str }, ['next_cursor']) } },
     errors: OPERATOR_ERRORS,
   },
   'POST /api/v1/admin/templates/:template_id/render': {

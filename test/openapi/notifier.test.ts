@@ -64,6 +64,13 @@ t.test('recorded answers match the document', async (t) => {
     ['GET', '/api/v1/admin/segments/:segment_id', '/api/v1/admin/segments/fr-users', { headers: core.admin }, 200],
     ['GET', '/api/v1/admin/segments/:segment_id/versions', '/api/v1/admin/segments/fr-users/versions', { headers: core.admin }, 200],
     ['GET', '/api/v1/admin/campaigns', '/api/v1/admin/campaigns', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/templates', '/api/v1/admin/templates', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/templates/:template_id', '/api/v1/admin/templates/code_v1', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/templates/:template_id', '/api/v1/admin/templates/code_v1.fr', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/templates/:template_id', '/api/v1/admin/templates/nothing_v1', { headers: core.admin }, 404],
+    ['GET', '/api/v1/admin/providers', '/api/v1/admin/providers', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/providers/:channel', '/api/v1/admin/providers/push', { headers: core.admin }, 200],
+    ['GET', '/api/v1/admin/providers/:channel/changes', '/api/v1/admin/providers/push/changes', { headers: core.admin }, 200],
     ['GET', '/readyz', '/readyz', {}, 200],
   ];
   for (const [method, pattern, path, opts, expected] of cases) {
