@@ -19,7 +19,7 @@
  *
  *   npx tsc -b && node dist/bench/sidecar.js [--duration 10] [--connections 50]
  *     [--store memory|redis|both] [--scenario direct,bare,admit,deny,abuse,approx,nginx,fastify,latency]
- *     [--baseline DIR] [--abuse-rps 50000] [--rate 5000] [--warmup 2] [--tools autocannon,wrk]
+ *     [--baseline DIR] [--abuse-rps 50000] [--rate 5000] [--warmup 2] [--rounds 1] [--tools autocannon,wrk]
  *     [--upstream uws|node] [--redis-url URL] [--no-pin] [--install] [--no-write] [--profile]
  *
  * `--baseline DIR`: DIR is a built checkout of another commit (e.g. `git worktree add /tmp/base
@@ -85,6 +85,8 @@ const HELP = `node dist/bench/sidecar.js [options]
                       is offered 10× its limit
   --rate N            the fixed rate of the latency scenario, requests/s (default 5000)
   --warmup N          unmeasured seconds before each target (default 2)
+  --rounds N          run every measurement N times, alternating servers, and report each row's
+                      median (default 1)
   --tools LIST        autocannon,wrk (default both; wrk only when installed)
   --upstream K        uws | node: the minimal upstream's server (default uws)
   --redis-url URL     use this Redis instead of a redis-server of the bench's own
@@ -105,6 +107,7 @@ const { values: argv } = parseArgs({
     'abuse-rps': { type: 'string', default: '50000' },
     rate: { type: 'string', default: '5000' },
     warmup: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '1' },
     tools: { type: 'string', default: 'autocannon,wrk' },
     upstream: { type: 'string', default: 'uws' },
     'redis-url': { type: 'string' },
@@ -135,6 +138,7 @@ const DURATION = positive('duration', argv.duration);
 const CONNECTIONS = positive('connections', argv.connections);
 const RATE = positive('rate', argv.rate);
 const ABUSE_RPS = positive('abuse-rps', argv['abuse-rps']);
+const ROUNDS = positive('rounds', argv.rounds);
 const WARMUP = argv.warmup === '0' ? 0 : positive('warmup', argv.warmup);
 const STORES = argv.store === 'both' ? ['memory', 'redis'] : [argv.store];
 if (!STORES.every((s) => s === 'memory' || s === 'redis')) usage(`--store must be memory, redis or both`);
@@ -399,6 +403,27 @@ async function measure(t: Target, tools: readonly Tool[], plan: CorePlan, rows: 
   }
 }
 
+/**
+ * One row per scenario and tool: of its rounds, the one with the median requests/s (the lower
+ * middle of an even count), its label noting every round's figure when there were several.
+ */
+function medians(rows: readonly Row[]): Row[] {
+  const groups = new Map<string, Row[]>();
+  for (const r of rows) {
+    const k = `${r.id}\u0000${r.m.tool}`;
+    const g = groups.get(k);
+    if (g) g.push(r);
+    else groups.set(k, [r]);
+  }
+  return [...groups.values()].map((g) => {
+    if (g.length === 1) return g[0]!;
+    const sorted = [...g].sort((a, b) => a.m.rps - b.m.rps);
+    const mid = sorted[(sorted.length - 1) >> 1]!;
+    const each = g.map((r) => Math.round(r.m.rps).toLocaleString('en')).join(' · ');
+    return { ...mid, label: `${mid.label} (median of ${g.length}: ${each})` };
+  });
+}
+
 const ORDER = [
   'direct',
   'bare-admit',
@@ -442,51 +467,9 @@ async function benchmark(): Promise<void> {
   const upstreamOrigin = `http://127.0.0.1:${upstream.port}`;
   const direct = `${upstreamOrigin}${PATH}`;
   const rateLabel = `${RATE.toLocaleString('en')} req/s`;
+  // Every round's rows and decision latencies; the report takes each one's median over the rounds.
   const rows: Row[] = [];
   const decisions: DecisionLatency[] = [];
-
-  if (SCENARIOS.has('direct'))
-    await measure(
-      { id: 'direct', label: '(a) direct to upstream', url: direct, key: ADMIT_KEY, pid: upstream.process.child.pid! },
-      tools,
-      plan,
-      rows,
-    );
-  if (SCENARIOS.has('latency')) {
-    await measure(
-      {
-        id: 'rate-direct',
-        label: `latency @ ${rateLabel}: direct`,
-        url: direct,
-        key: ADMIT_KEY,
-        pid: upstream.process.child.pid!,
-        rate: RATE,
-      },
-      tools,
-      plan,
-      rows,
-    );
-  }
-
-  if (SCENARIOS.has('bare')) {
-    const port = await freePort();
-    const log = join(SCRATCH, 'bare-proxy.log');
-    const bare = spawnPinned('bare proxy', process.execPath, [BARE_MAIN, String(port), upstreamOrigin], { cpu: plan.server, logFile: log });
-    await waitForPort(bare, port, log);
-    await measure(
-      {
-        id: 'bare-admit',
-        label: 'floor: bare uWS + undici proxy, no decision',
-        url: `http://127.0.0.1:${port}${PATH}`,
-        key: ADMIT_KEY,
-        pid: bare.child.pid!,
-      },
-      tools,
-      plan,
-      rows,
-    );
-    await bare.stop();
-  }
 
   // One Redis for every Redis-backed server of the run (sidecars, baseline, fastify): each writes
   // its own keys (prefixes), and the bench's own redis-server holds nothing else.
@@ -498,166 +481,225 @@ async function benchmark(): Promise<void> {
     redisUrl = redis.url;
   }
 
-  for (const store of STORES) {
-    if (!['admit', 'deny', 'abuse', 'approx', 'latency'].some((s) => SCENARIOS.has(s))) break;
-    const sc = await startSidecar('sidecar', SIDECAR_MAIN, store, upstream.port, quotaFile, redisUrl, plan.server);
-    const url = `http://127.0.0.1:${sc.port}${PATH}`;
-    const pid = sc.process.child.pid!;
-    await checkWiring(`sidecar (${store})`, url, ADMIT_KEY, 'admit');
-    await checkWiring(`sidecar (${store})`, url, DENY_KEY, 'deny');
-    if (SCENARIOS.has('admit'))
+  for (let round = 1; round <= ROUNDS; round++) {
+    if (ROUNDS > 1) note(`round ${round} of ${ROUNDS}`);
+    if (SCENARIOS.has('direct'))
       await measure(
-        { id: `sidecar-${store}-admit`, label: `(b) sidecar, ${store} store, admitting`, url, key: ADMIT_KEY, pid },
-        tools,
-        plan,
-        rows,
-      );
-    if (SCENARIOS.has('approx') && store === 'redis' && approx !== undefined) {
-      await checkWiring(`sidecar (${store}, approximate)`, url, APPROX_KEY, 'admit');
-      await measure(
-        { id: 'sidecar-redis-approx-admit', label: '(b) sidecar, redis store, approximate mode, admitting', url, key: APPROX_KEY, pid },
-        tools,
-        plan,
-        rows,
-      );
-    }
-    if (SCENARIOS.has('deny'))
-      await measure(
-        { id: `sidecar-${store}-deny`, label: `(c) sidecar, ${store} store, denying`, url, key: DENY_KEY, pid },
-        tools,
-        plan,
-        rows,
-      );
-    if (SCENARIOS.has('abuse'))
-      await measure(
-        { id: `sidecar-${store}-abuse`, label: `(c) sidecar, ${store} store, abuse workload`, url, key: ABUSE, pid },
+        { id: 'direct', label: '(a) direct to upstream', url: direct, key: ADMIT_KEY, pid: upstream.process.child.pid! },
         tools,
         plan,
         rows,
       );
     if (SCENARIOS.has('latency')) {
-      const label = `latency @ ${rateLabel}: sidecar, ${store} store`;
-      let before = new Map<string, Map<number, number>>();
       await measure(
         {
-          id: `rate-sidecar-${store}`,
-          label,
-          url,
+          id: 'rate-direct',
+          label: `latency @ ${rateLabel}: direct`,
+          url: direct,
           key: ADMIT_KEY,
-          pid,
+          pid: upstream.process.child.pid!,
           rate: RATE,
-          before: async () => void (before = await scrapeDecisions(sc.admin)),
-          after: async () => {
-            const d = decisionLatency(store, before, await scrapeDecisions(sc.admin));
-            if (d) decisions.push(d);
-            else note(`    (no ${DECISION_METRIC}{store="${store}"} on the admin port: this build does not have it)`);
-          },
         },
         tools,
         plan,
         rows,
       );
     }
-    await sc.process.stop('SIGTERM', 10_000);
-  }
 
-  if (BASELINE && SCENARIOS.has('admit')) {
-    const main = join(BASELINE, 'dist', 'limiter', 'main.js');
-    for (const store of STORES) {
-      const sc = await startSidecar('baseline', main, store, upstream.port, baselineQuotaFile!, redisUrl, plan.server);
-      const url = `http://127.0.0.1:${sc.port}${PATH}`;
-      await checkWiring(`baseline (${store})`, url, ADMIT_KEY, 'admit');
+    if (SCENARIOS.has('bare')) {
+      const port = await freePort();
+      const log = join(SCRATCH, 'bare-proxy.log');
+      const bare = spawnPinned('bare proxy', process.execPath, [BARE_MAIN, String(port), upstreamOrigin], {
+        cpu: plan.server,
+        logFile: log,
+      });
+      await waitForPort(bare, port, log);
       await measure(
         {
-          id: `baseline-${store}-admit`,
-          label: `(b) baseline build, ${store} store, admitting`,
-          url,
+          id: 'bare-admit',
+          label: 'floor: bare uWS + undici proxy, no decision',
+          url: `http://127.0.0.1:${port}${PATH}`,
           key: ADMIT_KEY,
-          pid: sc.process.child.pid!,
+          pid: bare.child.pid!,
         },
         tools,
         plan,
         rows,
       );
-      await sc.process.stop('SIGTERM', 10_000);
+      await bare.stop();
     }
-  }
 
-  if (pre.nginx) {
-    const ports = { admit: await freePort(), deny: await freePort(), upstream: upstream.port };
-    const ng = await startNginx(pre.nginx, SCRATCH, ports, plan.server);
-    const admit = `http://127.0.0.1:${ports.admit}${PATH}`;
-    const deny = `http://127.0.0.1:${ports.deny}${PATH}`;
-    await checkWiring('nginx', admit, ADMIT_KEY, 'admit');
-    await checkWiring('nginx', deny, DENY_KEY, 'deny');
-    if (SCENARIOS.has('nginx'))
-      await measure(
-        { id: 'nginx-admit', label: '(d) nginx limit_req, admitting', url: admit, key: ADMIT_KEY, pid: ng.child.pid! },
-        tools,
-        plan,
-        rows,
-      );
-    if (SCENARIOS.has('nginx'))
-      await measure(
-        { id: 'nginx-deny', label: '(d) nginx limit_req, denying', url: deny, key: DENY_KEY, pid: ng.child.pid! },
-        tools,
-        plan,
-        rows,
-      );
-    if (SCENARIOS.has('latency'))
-      await measure(
-        { id: 'rate-nginx', label: `latency @ ${rateLabel}: nginx (peer)`, url: admit, key: ADMIT_KEY, pid: ng.child.pid!, rate: RATE },
-        tools,
-        plan,
-        rows,
-      );
-    await ng.stop('SIGQUIT', 10_000);
-  }
-
-  if (SCENARIOS.has('fastify')) {
     for (const store of STORES) {
-      const ports = { admit: await freePort(), deny: await freePort(), abuse: await freePort() };
-      const log = join(SCRATCH, `fastify-${store}.log`);
-      const args = [FASTIFY_MAIN, upstreamOrigin, String(ports.admit), String(ports.deny), String(ports.abuse), String(ABUSE_TOKEN_MS)];
-      if (store === 'redis') args.push(redisUrl!);
-      const fy = spawnPinned(`fastify (${store})`, process.execPath, args, { cpu: plan.server, logFile: log });
-      for (const p of Object.values(ports)) await waitForPort(fy, p, log);
-      const at = (port: number): string => `http://127.0.0.1:${port}${PATH}`;
-      await checkWiring(`fastify (${store})`, at(ports.admit), ADMIT_KEY, 'admit');
-      await checkWiring(`fastify (${store})`, at(ports.deny), DENY_KEY, 'deny');
-      const pid = fy.child.pid!;
-      const who = `(d) fastify gateway, ${store === 'memory' ? 'in-process' : 'redis'} counters`;
-      await measure(
-        { id: `fastify-${store}-admit`, label: `${who}, admitting`, url: at(ports.admit), key: ADMIT_KEY, pid },
-        tools,
-        plan,
-        rows,
-      );
-      await measure({ id: `fastify-${store}-deny`, label: `${who}, denying`, url: at(ports.deny), key: DENY_KEY, pid }, tools, plan, rows);
-      if (SCENARIOS.has('abuse'))
+      if (!['admit', 'deny', 'abuse', 'approx', 'latency'].some((s) => SCENARIOS.has(s))) break;
+      const sc = await startSidecar('sidecar', SIDECAR_MAIN, store, upstream.port, quotaFile, redisUrl, plan.server);
+      const url = `http://127.0.0.1:${sc.port}${PATH}`;
+      const pid = sc.process.child.pid!;
+      await checkWiring(`sidecar (${store})`, url, ADMIT_KEY, 'admit');
+      await checkWiring(`sidecar (${store})`, url, DENY_KEY, 'deny');
+      if (SCENARIOS.has('admit'))
         await measure(
-          { id: `fastify-${store}-abuse`, label: `${who}, abuse workload`, url: at(ports.abuse), key: ABUSE, pid },
+          { id: `sidecar-${store}-admit`, label: `(b) sidecar, ${store} store, admitting`, url, key: ADMIT_KEY, pid },
           tools,
           plan,
           rows,
         );
-      await fy.stop('SIGTERM', 10_000);
+      if (SCENARIOS.has('approx') && store === 'redis' && approx !== undefined) {
+        await checkWiring(`sidecar (${store}, approximate)`, url, APPROX_KEY, 'admit');
+        await measure(
+          { id: 'sidecar-redis-approx-admit', label: '(b) sidecar, redis store, approximate mode, admitting', url, key: APPROX_KEY, pid },
+          tools,
+          plan,
+          rows,
+        );
+      }
+      if (SCENARIOS.has('deny'))
+        await measure(
+          { id: `sidecar-${store}-deny`, label: `(c) sidecar, ${store} store, denying`, url, key: DENY_KEY, pid },
+          tools,
+          plan,
+          rows,
+        );
+      if (SCENARIOS.has('abuse'))
+        await measure(
+          { id: `sidecar-${store}-abuse`, label: `(c) sidecar, ${store} store, abuse workload`, url, key: ABUSE, pid },
+          tools,
+          plan,
+          rows,
+        );
+      if (SCENARIOS.has('latency')) {
+        const label = `latency @ ${rateLabel}: sidecar, ${store} store`;
+        let before = new Map<string, Map<number, number>>();
+        await measure(
+          {
+            id: `rate-sidecar-${store}`,
+            label,
+            url,
+            key: ADMIT_KEY,
+            pid,
+            rate: RATE,
+            before: async () => void (before = await scrapeDecisions(sc.admin)),
+            after: async () => {
+              const d = decisionLatency(store, before, await scrapeDecisions(sc.admin));
+              if (d) decisions.push(d);
+              else note(`    (no ${DECISION_METRIC}{store="${store}"} on the admin port: this build does not have it)`);
+            },
+          },
+          tools,
+          plan,
+          rows,
+        );
+      }
+      await sc.process.stop('SIGTERM', 10_000);
+    }
+
+    if (BASELINE && SCENARIOS.has('admit')) {
+      const main = join(BASELINE, 'dist', 'limiter', 'main.js');
+      for (const store of STORES) {
+        const sc = await startSidecar('baseline', main, store, upstream.port, baselineQuotaFile!, redisUrl, plan.server);
+        const url = `http://127.0.0.1:${sc.port}${PATH}`;
+        await checkWiring(`baseline (${store})`, url, ADMIT_KEY, 'admit');
+        await measure(
+          {
+            id: `baseline-${store}-admit`,
+            label: `(b) baseline build, ${store} store, admitting`,
+            url,
+            key: ADMIT_KEY,
+            pid: sc.process.child.pid!,
+          },
+          tools,
+          plan,
+          rows,
+        );
+        await sc.process.stop('SIGTERM', 10_000);
+      }
+    }
+
+    if (pre.nginx) {
+      const ports = { admit: await freePort(), deny: await freePort(), upstream: upstream.port };
+      const ng = await startNginx(pre.nginx, SCRATCH, ports, plan.server);
+      const admit = `http://127.0.0.1:${ports.admit}${PATH}`;
+      const deny = `http://127.0.0.1:${ports.deny}${PATH}`;
+      await checkWiring('nginx', admit, ADMIT_KEY, 'admit');
+      await checkWiring('nginx', deny, DENY_KEY, 'deny');
+      if (SCENARIOS.has('nginx'))
+        await measure(
+          { id: 'nginx-admit', label: '(d) nginx limit_req, admitting', url: admit, key: ADMIT_KEY, pid: ng.child.pid! },
+          tools,
+          plan,
+          rows,
+        );
+      if (SCENARIOS.has('nginx'))
+        await measure(
+          { id: 'nginx-deny', label: '(d) nginx limit_req, denying', url: deny, key: DENY_KEY, pid: ng.child.pid! },
+          tools,
+          plan,
+          rows,
+        );
+      if (SCENARIOS.has('latency'))
+        await measure(
+          { id: 'rate-nginx', label: `latency @ ${rateLabel}: nginx (peer)`, url: admit, key: ADMIT_KEY, pid: ng.child.pid!, rate: RATE },
+          tools,
+          plan,
+          rows,
+        );
+      await ng.stop('SIGQUIT', 10_000);
+    }
+
+    if (SCENARIOS.has('fastify')) {
+      for (const store of STORES) {
+        const ports = { admit: await freePort(), deny: await freePort(), abuse: await freePort() };
+        const log = join(SCRATCH, `fastify-${store}.log`);
+        const args = [FASTIFY_MAIN, upstreamOrigin, String(ports.admit), String(ports.deny), String(ports.abuse), String(ABUSE_TOKEN_MS)];
+        if (store === 'redis') args.push(redisUrl!);
+        const fy = spawnPinned(`fastify (${store})`, process.execPath, args, { cpu: plan.server, logFile: log });
+        for (const p of Object.values(ports)) await waitForPort(fy, p, log);
+        const at = (port: number): string => `http://127.0.0.1:${port}${PATH}`;
+        await checkWiring(`fastify (${store})`, at(ports.admit), ADMIT_KEY, 'admit');
+        await checkWiring(`fastify (${store})`, at(ports.deny), DENY_KEY, 'deny');
+        const pid = fy.child.pid!;
+        const who = `(d) fastify gateway, ${store === 'memory' ? 'in-process' : 'redis'} counters`;
+        await measure(
+          { id: `fastify-${store}-admit`, label: `${who}, admitting`, url: at(ports.admit), key: ADMIT_KEY, pid },
+          tools,
+          plan,
+          rows,
+        );
+        await measure(
+          { id: `fastify-${store}-deny`, label: `${who}, denying`, url: at(ports.deny), key: DENY_KEY, pid },
+          tools,
+          plan,
+          rows,
+        );
+        if (SCENARIOS.has('abuse'))
+          await measure(
+            { id: `fastify-${store}-abuse`, label: `${who}, abuse workload`, url: at(ports.abuse), key: ABUSE, pid },
+            tools,
+            plan,
+            rows,
+          );
+        await fy.stop('SIGTERM', 10_000);
+      }
     }
   }
   await redis?.process.stop();
   await upstream.process.stop();
 
-  rows.sort((a, b) => ORDER.indexOf(a.id) - ORDER.indexOf(b.id) || a.m.tool.localeCompare(b.m.tool));
+  const medianRows = medians(rows);
+  medianRows.sort((a, b) => ORDER.indexOf(a.id) - ORDER.indexOf(b.id) || a.m.tool.localeCompare(b.m.tool));
+  const medianDecisions = STORES.flatMap((st) => {
+    const d = decisions.filter((x) => x.store === st).sort((a, b) => a.p99Ms - b.p99Ms);
+    return d.length > 0 ? [d[(d.length - 1) >> 1]!] : [];
+  });
   const date = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  const tbl = table(rows);
+  const tbl = table(medianRows);
   const ctx: RatioContext = {
     stores: STORES,
-    decisions,
+    decisions: medianDecisions,
     ...(APPROX_MISSING ? { approxMissing: APPROX_MISSING } : {}),
     ...(BASELINE ? {} : { baselineMissing: 'run with --baseline DIR, a built checkout of the commit before issue 17 (1bc8205)' }),
   };
-  const rat = ratios(rows, ctx);
-  const warn = warnings(rows, RATE);
+  const rat = ratios(medianRows, ctx);
+  const warn = warnings(medianRows, RATE);
   console.log(`\n${tbl}\n`);
   if (rat) console.log(`${rat}\n`);
   for (const w of warn) console.log(`warning: ${w}`);
@@ -670,7 +712,8 @@ async function benchmark(): Promise<void> {
   const body = [
     `Run ${date} on ${mach.cores} cores (${mach.cpu}), ${mach.kernel}; node ${mach.node}, ${mach.nginx}, ` +
       `${mach.wrk}, redis ${mach.redis}.`,
-    `Command: \`${cmd}\`: ${DURATION} s per measurement after a ${WARMUP} s unmeasured warm-up per target, ` +
+    `Command: \`${cmd}\`: ${DURATION} s per measurement after a ${WARMUP} s unmeasured warm-up per target` +
+      `${ROUNDS > 1 ? `, every measurement taken in each of ${ROUNDS} rounds (all servers in turn per round) and the median shown` : ''}, ` +
       `${CONNECTIONS} keep-alive connections, one \`GET ${PATH}\` per request with an \`X-API-Key\`.`,
     ...(DURATION < 10
       ? [
