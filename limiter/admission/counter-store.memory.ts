@@ -1,10 +1,10 @@
 /**
  * The in-process counter store: the default, exact for a single sidecar, O(1) per decision, and
- * synchronous (no promise, no allocation but the returned result on the API-key path).
+ * synchronous (no promise, no allocation but the returned result).
  *
  * Subject buckets live in a {@link CounterTable} (counter-table.ts): typed arrays keyed by a
- * 128-bit fingerprint of the subject, exact LRU, bounded to `maxKeys`, about 65 bytes of RSS per
- * live subject (bench/memory.ts). Evicting a bucket forgets it, so an evicted subject starts again
+ * 128-bit fingerprint of the subject, exact LRU, bounded to `maxKeys`: about 65 bytes allocated per
+ * subject at the bound (RSS per live subject: bench/memory.ts, bench/RESULTS.md). Evicting a bucket forgets it, so an evicted subject starts again
  * at rest (a full token bucket, an empty window): a reset in the subject's favour. That only
  * matters when the evicted bucket had not yet refilled by itself, so every eviction is reported
  * with `live` saying which kind it was (`liveEvictions` counts the ones that reset a bucket early);

@@ -20,17 +20,17 @@
  *   - any other key (`user:<id>`, `ip:<addr>`, `key:<hex>|/route`, ...) is hashed by a seeded
  *     non-cryptographic 128-bit hash (four murmur3-style lanes over its UTF-16 code units, each
  *     lane with its own constant and a random per-table seed; the length mixed in last). No
- *     allocation; about as cheap per character as the parse above.
+ *     allocation.
  *   Accidental collisions: two distinct live subjects share a fingerprint (and so a bucket) with
  *   probability about n² / 2^129, 1.5e-27 for a million subjects.
  *   Chosen collisions: an API key's fingerprint is a SHA-256 the caller cannot choose (landing on
- *   a given digest's first 128 bits is a preimage search); the other keys' fingerprints depend on
+ *   a given 128-bit fold of a digest is a preimage search); the other keys' fingerprints depend on
  *   a secret seed, so no API key can be ground to land on a user's or an address's fingerprint.
  *   A murmur-style hash may have seed-independent collisions between inputs crafted together;
  *   those can only merge two subjects both of whose strings the attacker chooses, and merged
- *   subjects share one bucket, so one limit: fewer admissions for them, never more. (The strings
- *   that reach the slow path are not freely chosen anyway: addresses, token subjects issued by
- *   the identity service, route suffixes from the configuration.)
+ *   subjects share one bucket, so one limit: fewer admissions for them, never more. (The hashed
+ *   strings are not freely chosen anyway: addresses, token subjects issued by the identity
+ *   service, route suffixes from the configuration.)
  *   - The index position mixes the fingerprint with another random per-table seed, so digests
  *     ground offline for a common position cannot flood a probe sequence.
  *
