@@ -3,7 +3,7 @@
  *
  *   npm run quota -- put    (--key <api key> | --subject <id>) --rate <n> [--burst <n>]
  *                           [--algorithm token_bucket] [--unit second | --interval 1s] [--cost <n>]
- *                           [--plan <name>] [--fail-mode open|closed] [--shadow]
+ *                           [--plan <name>] [--fail-mode open|closed] [--shadow] [--accuracy exact|approximate]
  *                           [--route /prefix[=cost]]... [--ack-timeout 2s] [--json]
  *   npm run quota -- get    (--key <api key> | --subject <id>) [--json]
  *   npm run quota -- delete (--key <api key> | --subject <id>) [--ack-timeout 2s]
@@ -25,6 +25,7 @@ import {
   AlgorithmSchema,
   DeleteRequestSchema,
   FailModeSchema,
+  AccuracySchema,
   GetRequestSchema,
   ListRequestSchema,
   PutRequestSchema,
@@ -45,7 +46,8 @@ import { apiKeySubject } from '../limiter/control-plane/subject.js';
 
 const USAGE = `usage: npm run quota -- <put|get|delete|list> [flags]
   put     (--key K | --subject S) --rate N [--burst N] [--algorithm A] [--unit U | --interval D]
-          [--cost N] [--plan P] [--fail-mode open|closed] [--shadow] [--route /prefix[=cost]]...
+          [--cost N] [--plan P] [--fail-mode open|closed] [--shadow] [--accuracy exact|approximate]
+          [--route /prefix[=cost]]...
           [--ack-timeout D] [--json]
   get     (--key K | --subject S) [--json]
   delete  (--key K | --subject S) [--ack-timeout D]
@@ -64,6 +66,7 @@ const OPTIONS = {
   plan: { type: 'string' },
   'fail-mode': { type: 'string' },
   shadow: { type: 'boolean' },
+  accuracy: { type: 'string' },
   route: { type: 'string', multiple: true },
   'ack-timeout': { type: 'string' },
   'page-size': { type: 'string' },
@@ -167,6 +170,7 @@ async function put(client: Client, metadata: grpc.Metadata, flags: Flags): Promi
     plan: flags.plan ?? '',
     failMode: enumFlag('fail-mode', FailModeSchema, flags['fail-mode']),
     shadow: flags.shadow ?? false,
+    accuracy: enumFlag('accuracy', AccuracySchema, flags.accuracy),
     routes: (flags.route ?? []).map(routeOf),
   });
   const ackTimeoutMs = ms('ack-timeout', flags['ack-timeout']) ?? 0;
@@ -258,6 +262,7 @@ function printRecord(q: Quota | undefined): void {
     ['cost', String(q.cost)],
     ['fail_mode', nameOf(FailModeSchema, q.failMode) ?? '- (route class default)'],
     ['shadow', String(q.shadow)],
+    ['accuracy', nameOf(AccuracySchema, q.accuracy) ?? (q.rate === 0 ? `- (from plan ${q.plan})` : 'exact')],
     ['plan', q.plan || '-'],
     ['routes', q.routes.map((r) => `${r.pathPrefix}${r.methods.length ? ` ${r.methods.join('|')}` : ''} cost ${r.cost}`).join('; ') || '-'],
     ['version', String(q.version)],

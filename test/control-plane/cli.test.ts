@@ -54,6 +54,7 @@ t.test('put, get, list and delete', async (t) => {
   t.match(plan.stdout, /^subject_id\s+plan:team$/m);
   t.match(plan.stdout, /^interval_ms\s+60000$/m);
   t.match(plan.stdout, /^routes\s+\/v1\/search cost 5$/m);
+  t.match(plan.stdout, /^accuracy\s+exact$/m, 'exact unless asked');
 
   const key = await quota(['put', '--key', RAW, '--rate', '0', '--plan', 'team']);
   t.equal(key.code, 0, key.stderr);
@@ -107,4 +108,14 @@ t.test('failures: one line on stderr and a non-zero exit', async (t) => {
   const down = await quota(['list'], { CONTROL_PLANE_GRPC_URL: '127.0.0.1:1' });
   t.equal(down.code, 1);
   t.match(down.stderr, /^quota: UNAVAILABLE: cannot reach the control plane at 127\.0\.0\.1:1/);
+});
+
+t.test('--accuracy', async (t) => {
+  const approx = await quota(['put', '--subject', 'user:approx', '--rate', '10', '--burst', '40', '--accuracy', 'approximate']);
+  t.equal(approx.code, 0, approx.stderr);
+  t.match(approx.stdout, /^accuracy\s+approximate$/m, '--accuracy approximate is stored');
+  const window = await quota(['put', '--subject', 'user:w', '--rate', '10', '--algorithm', 'fixed_window', '--accuracy', 'approximate']);
+  t.equal(window.code, 1, 'refused for a window algorithm');
+  t.match(window.stderr, /quota\.accuracy/);
+  t.equal((await quota(['delete', '--subject', 'user:approx'])).code, 0);
 });
