@@ -203,8 +203,27 @@ export function connectionTokens(value: string): Set<string> | null {
 // Header names that may need dropping, by byte length (connection 10, keep-alive 10, proxy-connection
 // 16, proxy-authenticate 18, proxy-authorization 19, te 2, trailer 7, transfer-encoding 17,
 // upgrade 7, content-length 14, host 4, date 4): other lengths are copied without decoding.
-const DROP_LENGTHS = new Uint8Array(32);
-for (const n of RESPONSE_DROP) DROP_LENGTHS[n.length] = 1;
+const DROP_BY_LENGTH: string[][] = Array.from({ length: 32 }, () => []);
+for (const n of RESPONSE_DROP) DROP_BY_LENGTH[n.length]!.push(n);
+
+/** True when the header name `b` is `lower` (lower-case ASCII) in any case, compared byte by byte: no string per header. */
+export function headerNameIs(b: Buffer, lower: string): boolean {
+  if (b.length !== lower.length) return false;
+  for (let i = 0; i < b.length; i++) {
+    let c = b[i]!;
+    if (c >= 65 && c <= 90) c |= 32;
+    if (c !== lower.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+/** True when a response header must not be copied to the client (hop-by-hop, framing, date). */
+function droppedResponseHeader(name: Buffer): boolean {
+  if (name.length >= 32) return false;
+  const candidates = DROP_BY_LENGTH[name.length]!;
+  for (let i = 0; i < candidates.length; i++) if (headerNameIs(name, candidates[i]!)) return true;
+  return false;
+}
 
 // uWS cork callbacks read their arguments from here (cork runs its callback synchronously):
 // one function per kind of write instead of a closure per response.
@@ -309,10 +328,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream = resume;
     for (let i = 0; i < rawHeaders.length; i += 2) {
       const name = rawHeaders[i]!;
-      if (name.length === 14 && name.toString('latin1').toLowerCase() === 'content-length') {
+      if (headerNameIs(name, 'content-length')) {
         this.declaredLength = Number(rawHeaders[i + 1]!.toString('latin1'));
         this.total = this.declaredLength;
-      } else if (name.length === 10 && name.toString('latin1').toLowerCase() === 'connection') {
+      } else if (headerNameIs(name, 'connection')) {
         // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
         this.connectionListed = connectionTokens(rawHeaders[i + 1]!.toString('latin1'));
       }
@@ -333,7 +352,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const listed = this.connectionListed;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i]!;
-      if (name.length < 32 && DROP_LENGTHS[name.length] === 1 && RESPONSE_DROP.has(name.toString('latin1').toLowerCase())) continue;
+      if (droppedResponseHeader(name)) continue;
       if (listed !== null && listed.has(name.toString('latin1').toLowerCase())) continue;
       res.writeHeader(name, raw[i + 1]!);
     }
