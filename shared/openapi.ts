@@ -330,13 +330,49 @@ function fieldSchema(f: DescField, visit: (m: DescMessage) => void): Schema {
   }
 }
 
-/** A request body's schema from a contract message: the same properties, none required. */
+/**
+ * A request body's schema from a contract message: the same properties (nested messages inline,
+ * in the same form), none required: what is required is the service's to say (its validation
+ * names the field), and the JSON reader refuses unknown fields, hence no others.
+ */
 export function protoRequestSchema(message: DescMessage, extra: { omit?: string[]; add?: Record<string, Schema> } = {}): Schema {
-  const full = protoSchemas(message)[message.typeName]!;
-  const properties = { ...(full.properties as Record<string, Schema>) };
-  for (const k of extra.omit ?? []) delete properties[k];
+  const properties: Record<string, Schema> = {};
+  for (const f of message.fields) if (!(extra.omit ?? []).includes(f.name)) properties[f.name] = requestFieldSchema(f, [message.typeName]);
   Object.assign(properties, extra.add ?? {});
   return { type: 'object', properties, additionalProperties: false };
+}
+
+function requestMessageSchema(m: DescMessage, seen: string[]): Schema {
+  // A contract that refers back to itself is described loosely past the first level.
+  if (seen.includes(m.typeName)) return { type: 'object' };
+  const properties: Record<string, Schema> = {};
+  for (const f of m.fields) properties[f.name] = requestFieldSchema(f, [...seen, m.typeName]);
+  return { type: 'object', properties, additionalProperties: false };
+}
+
+function requestFieldSchema(f: DescField, seen: string[]): Schema {
+  switch (f.fieldKind) {
+    case 'scalar':
+      return scalarSchema(f.scalar);
+    case 'enum':
+      return enumSchema(f.enum);
+    case 'message':
+      return requestMessageSchema(f.message, seen);
+    case 'list':
+      if (f.listKind === 'scalar') return { type: 'array', items: scalarSchema(f.scalar) };
+      if (f.listKind === 'enum') return { type: 'array', items: enumSchema(f.enum) };
+      return { type: 'array', items: requestMessageSchema(f.message, seen) };
+    case 'map':
+      return {
+        type: 'object',
+        additionalProperties:
+          f.mapKind === 'scalar'
+            ? scalarSchema(f.scalar)
+            : f.mapKind === 'enum'
+              ? enumSchema(f.enum)
+              : requestMessageSchema(f.message, seen),
+      };
+  }
 }
 
 /** `{type: object}` with these properties, all required, nothing else. */

@@ -5,12 +5,22 @@
 import t from 'tap';
 import { useTestDatabase } from '../harness/db.js';
 import { ADMIN_TOKEN, useControlPlane } from '../control-plane/helpers.js';
-import { checkRoutes, fetchDocument, record, responseChecker, responseValidator, schemaProblems, type Doc } from './helpers.js';
+import {
+  checkRoutes,
+  fetchDocument,
+  record,
+  requestValidator,
+  responseChecker,
+  responseValidator,
+  schemaProblems,
+  type Doc,
+} from './helpers.js';
 
 const db = await useTestDatabase(t, 'openapi_control_plane');
 const cp = await useControlPlane(t, db.url, { CONTROL_PLANE_ACK_TIMEOUT: '100ms' });
 const doc = await fetchDocument(t, cp.http);
 const valid = responseValidator(doc);
+const validRequest = requestValidator(doc);
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
 t.test('every served route is documented and every documented route is served', (t) => checkRoutes(t, doc, cp.port));
@@ -42,6 +52,7 @@ t.test('recorded answers match the document', async (t) => {
   const statuses: number[] = [];
   for (const [method, pattern, path, opts] of cases) {
     const r = await record(cp.http, method, path, opts);
+    if (r.status < 300 && opts.body !== undefined && typeof opts.body !== 'string') validRequest(t, method, pattern, opts.body);
     statuses.push(r.status);
     valid(t, method, pattern, r, `${method} ${path} → ${r.status}`);
   }

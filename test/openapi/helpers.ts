@@ -153,6 +153,34 @@ export function responseValidator(doc: Doc): (t: Test, method: string, pattern: 
   };
 }
 
+/**
+ * Asserts a request body the service accepted (a 2xx) is one the document's request schema
+ * accepts too: the documented body is not stricter than the service.
+ */
+export function requestValidator(doc: Doc): (t: Test, method: string, pattern: string, body: unknown) => void {
+  const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+  ajv.addSchema({ ...doc, $id: DOC_ID });
+  return (t, method, pattern, body) => {
+    const path = pattern.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
+    const op = doc.paths[path]?.[method.toLowerCase()] as { requestBody?: { content: Record<string, unknown> } } | undefined;
+    if (!op?.requestBody) {
+      t.fail(`${method} ${path} documents no request body`);
+      return;
+    }
+    if (!('application/json' in op.requestBody.content)) return;
+    const validate = ajv.compile({
+      $ref: `${DOC_ID}#/${['paths', path, method.toLowerCase(), 'requestBody', 'content', 'application/json', 'schema']
+        .map((x) => encodeURIComponent(x.replace(/~/g, '~0').replace(/\//g, '~1')))
+        .join('/')}`,
+    });
+    const ok = validate(body);
+    t.ok(
+      ok,
+      `${method} ${pattern}: the accepted request body matches the documented one${ok ? '' : `: ${ajv.errorsText(validate.errors)}`}`,
+    );
+  };
+}
+
 /** One request, recorded (JSON bodies parsed). */
 export async function record(
   base: string,

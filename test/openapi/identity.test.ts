@@ -5,12 +5,13 @@
  */
 import t from 'tap';
 import { startTestIdentity } from '../identity/accounts/helpers.js';
-import { checkRoutes, fetchDocument, record, responseValidator } from './helpers.js';
+import { checkRoutes, fetchDocument, record, requestValidator, responseValidator } from './helpers.js';
 
 const ADMIN_TOKEN = 'openapi-identity-admin-token-0123456789abcdef';
 const id = await startTestIdentity(t, 'openapi_identity', { IDENTITY_ADMIN_TOKEN: ADMIN_TOKEN });
 const doc = await fetchDocument(t, id.base);
 const valid = responseValidator(doc);
+const validRequest = requestValidator(doc);
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
 t.test('every served route is documented and every documented route is served', (t) => checkRoutes(t, doc, id.identity.port));
@@ -52,6 +53,7 @@ t.test('recorded answers match the document', async (t) => {
   ];
   for (const [method, pattern, path, opts, expected] of cases) {
     const r = await record(id.base, method, path, opts);
+    if (r.status < 300 && opts.body !== undefined && typeof opts.body !== 'string') validRequest(t, method, pattern, opts.body);
     t.equal(r.status, expected, `${method} ${path}: ${expected}`);
     valid(t, method, pattern, r, `${method} ${path} → ${r.status}`);
   }

@@ -4,11 +4,12 @@
  */
 import t from 'tap';
 import { addDevice, createTemplate, putProfile, request, scriptedChannels, settled, startCore } from '../notifier/core/helpers.js';
-import { checkRoutes, fetchDocument, record, responseValidator } from './helpers.js';
+import { checkRoutes, fetchDocument, record, requestValidator, responseValidator } from './helpers.js';
 
 const core = await startCore(t, 'openapi_notifier', { channels: scriptedChannels() });
 const doc = await fetchDocument(t, core.url);
 const valid = responseValidator(doc);
+const validRequest = requestValidator(doc);
 
 t.test('every served route is documented and every documented route is served', (t) => checkRoutes(t, doc, core.notifier.port));
 
@@ -21,6 +22,7 @@ t.test('recorded answers match the document', async (t) => {
     body: request({ channels: ['push', 'in_app'] }),
   });
   valid(t, 'POST', '/api/v1/notifications', sent);
+  validRequest(t, 'POST', '/api/v1/notifications', request({ channels: ['push', 'in_app'] }));
   const id = (sent.body as { notification_id: string }).notification_id;
   await core.waitStatus(id, settled);
 
@@ -75,6 +77,7 @@ t.test('recorded answers match the document', async (t) => {
   ];
   for (const [method, pattern, path, opts, expected] of cases) {
     const r = await record(core.url, method, path, opts);
+    if (r.status < 300 && opts.body !== undefined && typeof opts.body !== 'string') validRequest(t, method, pattern, opts.body);
     t.equal(r.status, expected, `${method} ${path}: ${expected}`);
     valid(t, method, pattern, r, `${method} ${path} → ${r.status}`);
   }
