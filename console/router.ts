@@ -124,6 +124,11 @@ export function registerPages(app: TemplatedApp, edge: EdgeOptions, pages: reado
         return toReply(await handler(ctx));
       } catch (err) {
         if (err instanceof SessionEnded || (isApiError(err) && err.status === 401)) {
+          if (isApiError(err))
+            log.warn(
+              { service: err.service, code: err.problem.code, detail: err.problem.detail },
+              'a service refused the operator token: signing out',
+            );
           sessions.delete(s.id);
           return web.redirect(web.signInLocation(method === 'get' ? requestTarget(req) : page.path), web.clearSessionCookie());
         }

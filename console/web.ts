@@ -73,7 +73,7 @@ export class Web {
   sessionCookie(s: Session): Record<string, string> {
     return {
       'set-cookie': serializeCookie(this.d.cookies.session, s.id, {
-        sameSite: 'Strict',
+        sameSite: 'Lax',
         secure: this.d.secure,
         maxAge: this.d.sessions.cookieMaxAge(s),
       }),
@@ -81,7 +81,7 @@ export class Web {
   }
 
   clearSessionCookie(): Record<string, string> {
-    return { 'set-cookie': serializeCookie(this.d.cookies.session, '', { sameSite: 'Strict', secure: this.d.secure, maxAge: 0 }) };
+    return { 'set-cookie': serializeCookie(this.d.cookies.session, '', { sameSite: 'Lax', secure: this.d.secure, maxAge: 0 }) };
   }
 
   /** Where to send a browser that needs to sign in, coming back to `returnTo` afterwards. */

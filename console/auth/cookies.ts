@@ -2,11 +2,14 @@
  * Reading the Cookie header and writing Set-Cookie (RFC 6265). The console sets two cookies, both
  * HttpOnly (no script of any page can read them) and Path=/:
  *
- * - the session cookie, SameSite=Strict: a request another site starts (a link, a form, an
- *   image) never carries it, so it is never made with the operator's authority;
+ * - the session cookie, SameSite=Lax: a request another site starts never carries it on a POST,
+ *   an image, a frame or a fetch; a top-level GET from another site (a link) does, which only ever
+ *   shows a page, since every change is a POST with a CSRF token. Not Strict: the browser arrives
+ *   from identity's redirect, and when identity is on another site (its own domain in production)
+ *   that is a cross-site navigation, after which a browser withholds a Strict cookie on the
+ *   redirect to the page asked for: the operator would be sent to sign in again, in a loop;
  * - the sign-in cookie, SameSite=Lax and 10 minutes: it ties identity's redirect back to the
- *   browser that started the sign-in, and that redirect is a top-level GET from another site,
- *   which Lax lets through and Strict would not.
+ *   browser that started the sign-in (that redirect is a top-level GET from identity's site).
  *
  * Behind https (CONSOLE_PUBLIC_URL) both are Secure and take the `__Host-` prefix, which browsers
  * accept only for a Secure cookie with Path=/ and no Domain: no other host or path can set it.

@@ -7,7 +7,7 @@
  *    Origin on every form POST; a POST without one falls back to the `Referer`'s origin, and is
  *    refused with neither. `Origin: null` (sandboxed frames, some redirects) is refused.
  *
- * The session cookie being SameSite=Strict is a third net, not the defence: it does not help
+ * The session cookie being SameSite=Lax is a third net, not the defence: it does not help
  * against a sibling subdomain (same site) or an old browser.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';

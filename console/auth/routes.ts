@@ -5,10 +5,7 @@
  *   server-side under the id in the sign-in cookie, then 303 to identity's `/authorize`;
  * - `GET /auth/callback?code&state&iss`: the pending sign-in taken (once), `state` compared in
  *   constant time, `iss` checked (RFC 9207), the code redeemed on the back channel, the ID token
- *   verified; only a user whose role is `admin` gets a session. The answer is a small page that
- *   moves on to `return_to` by itself: the session cookie is SameSite=Strict, and a browser does
- *   not send it on a redirect chain that started on identity's site, but does on a navigation the
- *   console's own page starts;
+ *   verified; only a user whose role is `admin` gets a session, then 303 to `return_to`;
  * - `POST /auth/logout` (CSRF-checked): the session and its tokens forgotten, the cookie cleared.
  */
 import type { Reply, RequestContext } from '../../shared/http.js';
@@ -111,12 +108,7 @@ export function registerAuthRoutes(app: TemplatedApp, edge: EdgeOptions, deps: A
       }
       const s = sessions.create(signedIn.operator, signedIn.tokens);
       log.info({ user_id: s.operator.userId }, 'operator signed in to the console');
-      return web.page({
-        title: 'Signed in',
-        body: html`<p>Signed in. <a href="${pending.returnTo}" id="continue">Continue</a></p>`,
-        // The refresh happens on this page, a console navigation: see the module comment.
-        headers: { ...web.sessionCookie(s), refresh: `0;url=${pending.returnTo}` },
-      });
+      return web.redirect(pending.returnTo, web.sessionCookie(s));
     },
     edge,
   );
