@@ -644,11 +644,13 @@ export class DataPlane {
       // The route's own cap counts in a bucket of its own, apart from the shared per-IP one.
       if (own) key = `${caller.subject}@${route.prefix}`;
     } else if (caller.kind === 'key') {
-      if (!this.o.quotas.has(caller.subject)) {
+      // One lookup: the record both says the key is known and gives its quota.
+      const own = this.o.quotas.record(caller.subject);
+      if (own === undefined) {
         const plan = this.o.quotas.plan(this.o.defaultPlan) ?? this.o.builtinPlan;
         return this.o.gate.decoy(plan, plan.limit!, routeLabel);
       }
-      quota = this.o.quotas.resolve(caller.subject, this.o.defaultPlan);
+      quota = this.o.quotas.resolveRecord(own, this.o.defaultPlan);
     } else {
       quota = this.o.quotas.resolve(caller.subject, caller.plan ?? this.o.defaultPlan);
       if (!quota && caller.plan !== undefined) quota = this.o.quotas.plan(this.o.defaultPlan);

@@ -219,13 +219,16 @@ export class QuotaCache {
    */
   resolve(subject: string, fallbackPlan?: string): CompiledQuota | undefined {
     const own = this.records.get(subject);
-    if (own) {
-      if (own.limit !== null) return own;
-      const plan = this.plans.get(own.plan) ?? (fallbackPlan === undefined ? undefined : this.plans.get(fallbackPlan));
-      if (!plan) return undefined;
-      return own.shadow && !plan.shadow ? { ...plan, shadow: true } : plan;
-    }
+    if (own) return this.resolveRecord(own, fallbackPlan);
     return fallbackPlan === undefined ? undefined : this.plans.get(fallbackPlan);
+  }
+
+  /** `resolve` for a record already in hand (from `record`): the request path's one lookup instead of two. */
+  resolveRecord(own: CompiledQuota, fallbackPlan?: string): CompiledQuota | undefined {
+    if (own.limit !== null) return own;
+    const plan = this.plans.get(own.plan) ?? (fallbackPlan === undefined ? undefined : this.plans.get(fallbackPlan));
+    if (!plan) return undefined;
+    return own.shadow && !plan.shadow ? { ...plan, shadow: true } : plan;
   }
 }
 
