@@ -74,7 +74,7 @@ async function listPage(ctx: PageContext, add?: { address: string; detail: strin
     <section aria-labelledby="add-h">
       <h2 id="add-h">Add an address</h2>
       <p>E-mail to a suppressed address is never sent: its delivery ends <code>suppressed</code>.</p>
-      <form method="post" action="/suppressions" class="stack">
+      <form method="post" action="/suppressions" class="stack" novalidate>
         ${ctx.csrfField()}
         ${field({ name: 'address', label: 'E-mail address', type: 'email', value: add?.address ?? '', required: true, autocomplete: 'off', problem: add?.problem })}
         ${field({ name: 'detail', label: 'Note', value: add?.detail ?? '', hint: 'Why (kept with the entry).', problem: add?.problem })}
