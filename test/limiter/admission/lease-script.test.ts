@@ -88,7 +88,10 @@ t.test('lease scripts', async (t) => {
     await c.give2(k, g, ...args(tb(10)), 2, ...args(tb(8)), 4);
     const r = await c.take2(k, g, ...args(tb(10)), 0, ...args(tb(8)), 2, 0);
     t.equal(r[3], 10, 'the key bucket is full again');
-    t.equal(await redis.exists(g), 1);
-    t.equal(Number((await redis.get(g))!.split(':')[1]) / HOUR, 8, 'and so is the global shard');
+    const gv = await redis.get(g);
+    t.ok(
+      gv === null || Number(gv.split(':')[1]) / HOUR === 8,
+      `and so is the global shard (full, i.e. at rest: its key may have expired already): ${gv}`,
+    );
   });
 });
