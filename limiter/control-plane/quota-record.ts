@@ -21,7 +21,16 @@
  * `rate` for the HTTP body).
  */
 import { create } from '@bufbuild/protobuf';
-import { Accuracy, Algorithm, FailMode, QuotaSchema, RouteRuleSchema, Unit, type Quota, type RouteRule } from '../../proto/gen/quota/v1/quota_pb.js';
+import {
+  Accuracy,
+  Algorithm,
+  FailMode,
+  QuotaSchema,
+  RouteRuleSchema,
+  Unit,
+  type Quota,
+  type RouteRule,
+} from '../../proto/gen/quota/v1/quota_pb.js';
 import { invalidField } from '../../shared/errors.js';
 import { checkSubjectId, isPlanName, planOfSubject } from './subject.js';
 

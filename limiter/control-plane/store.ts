@@ -12,7 +12,14 @@
  */
 import { create } from '@bufbuild/protobuf';
 import type pg from 'pg';
-import { AccuracySchema, AlgorithmSchema, FailModeSchema, QuotaSchema, RouteRuleSchema, type Quota } from '../../proto/gen/quota/v1/quota_pb.js';
+import {
+  AccuracySchema,
+  AlgorithmSchema,
+  FailModeSchema,
+  QuotaSchema,
+  RouteRuleSchema,
+  type Quota,
+} from '../../proto/gen/quota/v1/quota_pb.js';
 import { withTransaction } from '../../shared/db.js';
 import { invalidField } from '../../shared/errors.js';
 import { enumFromJson, enumToJson, fromJson, toJson } from '../../shared/proto-json.js';
