@@ -79,7 +79,8 @@ const HELP = `node dist/bench/sidecar.js [options]
   --connections N     concurrent connections (default 50)
   --store S           memory | redis | both (default both)
   --scenario LIST     comma-separated: ${ALL_SCENARIOS.join(',')} (default all; also a,b,c,d)
-  --baseline DIR      also measure DIR/dist/limiter/main.js (a built checkout of another commit) admitting
+  --baseline DIR      also measure DIR/dist/limiter/main.js (a built checkout of another commit) admitting;
+                      with --profile, profile that build instead
   --abuse-rps N       the request rate the abuse workload's limits are sized for (default 50000): each of
                       the 10,000 keys may take one request per (10,000 × 10 / N) s, so at N req/s each
                       is offered 10× its limit
