@@ -148,7 +148,31 @@ const operations: Record<string, OperationSpec> = {
     summary: "Register a client; a confidential client's secret is shown this once",
     tags: ['clients'],
     security: ADMIN,
-    body: { schema: open('client_id, client_type, name, redirect_uris, grant_types, scope, … (identity/clients/client.ts)') },
+    body: {
+      schema: {
+        type: 'object',
+        required: ['client_type'],
+        description: 'RFC 7591 names where they exist (identity/clients/client.ts validateRegistration)',
+        properties: {
+          client_id: { ...str, description: 'Generated when absent' },
+          client_type: { enum: ['public', 'confidential'] },
+          name: str,
+          redirect_uris: { ...strings, description: 'Needed by the authorization_code grant' },
+          grant_types: {
+            type: 'array',
+            items: {
+              enum: ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code'],
+            },
+            description: 'Default: authorization_code and refresh_token (public), client_credentials (confidential)',
+          },
+          scope: { ...str, description: 'Space-separated scopes the client may ask for' },
+          role: { enum: ['service', 'admin'], description: 'The role of its client_credentials tokens (default service)' },
+          tenant_id: str,
+          plan: str,
+          dpop_bound_access_tokens: { ...bool, description: 'The client must use DPoP (RFC 9449 §5.2); default false' },
+        },
+      },
+    },
     responses: { '201': { schema: client } },
     errors: [400, 401, 403, 409, 415, 503],
   },
