@@ -83,12 +83,19 @@ export function readMultipart(contentType: string, body: AsyncIterable<Buffer>):
       }
       fileStream = stream;
       let n = 0;
-      stream.on('data', (c: Buffer) => (n += c.length));
+      // Counted as the consumer reads: a 'data' listener would set the stream flowing and drop
+      // whatever arrives before the handler starts reading.
+      async function* counted(): AsyncGenerator<Buffer> {
+        for await (const c of stream as AsyncIterable<Buffer>) {
+          n += c.length;
+          yield c;
+        }
+      }
       settle({
         field: name,
         filename: info.filename ?? '',
         contentType: info.mimeType,
-        data: stream,
+        data: counted(),
         bytes: () => n,
         failure: () => failure,
       });
