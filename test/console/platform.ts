@@ -31,6 +31,8 @@ export interface Platform {
   identityUrl: string;
   notifierUrl: string;
   controlPlaneUrl: string;
+  /** host:port of the control plane's gRPC (a sidecar's LIMITER_CONTROL_PLANE_URL). */
+  controlPlaneGrpc: string;
   consoleUrl: string;
   console: RunningConsole;
   operatorId: string;
@@ -50,7 +52,14 @@ export async function startPlatform(
   // identity's relay goes nowhere the test cares about: a closed port (it retries quietly).
   const { url: identityUrl } = await useIdentity(t, db, `http://127.0.0.1:${await freePort()}`, { IDENTITY_NOTIFY_RELAY: 'false' });
   const jwks = { IDENTITY_URL: identityUrl, JWKS_URL: `${identityUrl}/.well-known/jwks.json`, JWT_ISSUER: ISSUER, JWT_AUDIENCE: AUDIENCE };
-  const cp = await useService(t, 'control-plane', { ...jwks, DATABASE_URL: db.url, ADMIN_TOKEN: CP_ADMIN_TOKEN, SHUTDOWN_GRACE: '1s' });
+  const grpcPort = await freePort();
+  const cp = await useService(t, 'control-plane', {
+    ...jwks,
+    DATABASE_URL: db.url,
+    ADMIN_TOKEN: CP_ADMIN_TOKEN,
+    CONTROL_PLANE_GRPC_PORT: String(grpcPort),
+    SHUTDOWN_GRACE: '1s',
+  });
   const notifier = await useService(t, 'notifier', {
     ...FAST_ENV,
     ...jwks,
@@ -98,6 +107,7 @@ export async function startPlatform(
     identityUrl,
     notifierUrl: notifier.url,
     controlPlaneUrl: cp.url,
+    controlPlaneGrpc: `127.0.0.1:${grpcPort}`,
     consoleUrl: publicUrl,
     console: running,
     operatorId,
