@@ -61,16 +61,13 @@ import {
 } from './lib/processes.js';
 import { startRedis } from './lib/redis.js';
 import {
-  machine,
-  ratios,
-  RESULTS_HEADING,
-  table,
-  warnings,
-  writeResults,
+  DECISION_METRIC,
+  decisionLatency,
+  parseDecisionBuckets,
+  type DecisionBuckets,
   type DecisionLatency,
-  type RatioContext,
-  type Row,
-} from './lib/report.js';
+} from './lib/decision-latency.js';
+import { machine, ratios, RESULTS_HEADING, table, warnings, writeResults, medians, type RatioContext, type Row } from './lib/report.js';
 
 const ALL_SCENARIOS = ['direct', 'bare', 'admit', 'deny', 'abuse', 'approx', 'nginx', 'fastify', 'latency'];
 
@@ -323,40 +320,9 @@ async function checkWiring(label: string, url: string, key: string, expect: 'adm
 
 // ── the decision-latency histogram ───────────────────────────────────────────
 
-const DECISION_METRIC = 'ratelimit_decision_duration_seconds';
-
-/** Cumulative bucket counts of the decision histogram per store label, from the admin /metrics. */
-async function scrapeDecisions(admin: number): Promise<Map<string, Map<number, number>>> {
+async function scrapeDecisions(admin: number): Promise<DecisionBuckets> {
   const r = await fetch(`http://127.0.0.1:${admin}/metrics`);
-  const text = await r.text();
-  const out = new Map<string, Map<number, number>>();
-  const re = new RegExp(`^${DECISION_METRIC}_bucket\\{([^}]*)\\} (\\S+)$`, 'gm');
-  for (const m of text.matchAll(re)) {
-    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]));
-    const le = labels.le === '+Inf' ? Infinity : Number(labels.le);
-    const store = labels.store ?? '';
-    let b = out.get(store);
-    if (!b) out.set(store, (b = new Map()));
-    b.set(le, Number(m[2]));
-  }
-  return out;
-}
-
-/** p50 and p99 (as bucket upper bounds, ms) of the decisions counted between two scrapes. */
-function decisionLatency(
-  store: string,
-  before: Map<string, Map<number, number>>,
-  after: Map<string, Map<number, number>>,
-): DecisionLatency | undefined {
-  const a = after.get(store);
-  if (!a) return undefined;
-  const b = before.get(store);
-  const les = [...a.keys()].sort((x, y) => x - y);
-  const delta = les.map((le) => (a.get(le) ?? 0) - (b?.get(le) ?? 0));
-  const count = delta[delta.length - 1] ?? 0;
-  if (count <= 0) return undefined;
-  const at = (p: number): number => les[delta.findIndex((c) => c >= p * count)]! * 1000;
-  return { store, count, p50Ms: at(0.5), p99Ms: at(0.99) };
+  return parseDecisionBuckets(await r.text());
 }
 
 // ── measuring ────────────────────────────────────────────────────────────────
@@ -402,27 +368,6 @@ async function measure(t: Target, tools: readonly Tool[], plan: CorePlan, rows: 
     const refused = m.non2xx > 0 ? `, ${((m.non2xx / Math.max(1, m.responses)) * 100).toFixed(1)}% non-2xx` : '';
     note(`    ${Math.round(m.rps).toLocaleString('en')} req/s, p50 ${m.p50Ms.toFixed(3)} ms, p99 ${m.p99Ms.toFixed(3)} ms${cpu}${refused}`);
   }
-}
-
-/**
- * One row per scenario and tool: of its rounds, the one with the median requests/s (the lower
- * middle of an even count), its label noting every round's figure when there were several.
- */
-function medians(rows: readonly Row[]): Row[] {
-  const groups = new Map<string, Row[]>();
-  for (const r of rows) {
-    const k = `${r.id}\u0000${r.m.tool}`;
-    const g = groups.get(k);
-    if (g) g.push(r);
-    else groups.set(k, [r]);
-  }
-  return [...groups.values()].map((g) => {
-    if (g.length === 1) return g[0]!;
-    const sorted = [...g].sort((a, b) => a.m.rps - b.m.rps);
-    const mid = sorted[(sorted.length - 1) >> 1]!;
-    const each = g.map((r) => Math.round(r.m.rps).toLocaleString('en')).join(' · ');
-    return { ...mid, label: `${mid.label} (median of ${g.length}: ${each})` };
-  });
 }
 
 const ORDER = [
@@ -569,7 +514,7 @@ async function benchmark(): Promise<void> {
         );
       if (SCENARIOS.has('latency')) {
         const label = `latency @ ${rateLabel}: sidecar, ${store} store`;
-        let before = new Map<string, Map<number, number>>();
+        let before: DecisionBuckets = new Map();
         await measure(
           {
             id: `rate-sidecar-${store}`,

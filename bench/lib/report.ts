@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import type { DecisionLatency } from './decision-latency.js';
 import type { Measurement, Tool } from './load.js';
 
 export interface Row {
@@ -21,6 +22,27 @@ const pct = (part: number, whole: number): string => {
   const p = (part / whole) * 100;
   return p === 0 ? '0%' : p < 0.01 ? '<0.01%' : `${p.toFixed(2)}%`;
 };
+
+/**
+ * One row per scenario and tool: of its rounds, the one with the median requests/s (the lower
+ * middle of an even count), its label noting every round's figure when there were several.
+ */
+export function medians(rows: readonly Row[]): Row[] {
+  const groups = new Map<string, Row[]>();
+  for (const r of rows) {
+    const k = `${r.id}\u0000${r.m.tool}`;
+    const g = groups.get(k);
+    if (g) g.push(r);
+    else groups.set(k, [r]);
+  }
+  return [...groups.values()].map((g) => {
+    if (g.length === 1) return g[0]!;
+    const sorted = [...g].sort((a, b) => a.m.rps - b.m.rps);
+    const mid = sorted[(sorted.length - 1) >> 1]!;
+    const each = g.map((r) => Math.round(r.m.rps).toLocaleString('en')).join(' · ');
+    return { ...mid, label: `${mid.label} (median of ${g.length}: ${each})` };
+  });
+}
 
 /** Main markdown table: one line per scenario and tool. */
 export function table(rows: readonly Row[]): string {
@@ -49,16 +71,6 @@ function cpuPerRequest(m: Measurement): string {
 
 function find(rows: readonly Row[], id: string, tool: Tool): Measurement | undefined {
   return rows.find((r) => r.id === id && r.m.tool === tool)?.m;
-}
-
-/** The decision-latency histogram's figures for one store over the latency scenario (from /metrics deltas). */
-export interface DecisionLatency {
-  store: string;
-  /** Decisions observed during the measurement. */
-  count: number;
-  /** Upper bound of the histogram bucket holding the 50th / 99th percentile, ms. */
-  p50Ms: number;
-  p99Ms: number;
 }
 
 /** What the ratios need besides the rows. */
