@@ -68,8 +68,8 @@ t.test('the segments page', async (t) => {
     t.match(await page.locator('.flash.success').innerText(), /Uploaded spring version 3: 2 members from good\.csv/);
     const versions = await page.locator('#segment-versions tbody tr').allInnerTexts();
     t.match(versions[0], /^3\s+live\s+2/);
-    t.match(versions[1], /^2\s+abandoned/, 'the refused upload is listed as abandoned');
-    t.match(versions[2], /^1\s+retired\s+3/);
+    t.match(versions[1], /^2\s+abandoned( \(members deleted\))?\s+0/, 'the refused upload is listed as abandoned');
+    t.match(versions[2], /^1\s+retired( \(members deleted\))?\s+3/, 'retired (its members deleted once the clean-up has run)');
   });
 
   await t.test('a 3 MB list streams through the console (its form limit is 1 MB)', async (t) => {
@@ -92,6 +92,22 @@ t.test('the segments page', async (t) => {
     t.equal(res.status(), 303);
     t.equal(res.headers()['location'], '/segments/big');
     t.same(await segmentRow('big'), { version: 1, size: '200000' });
+
+    // A large file with a bad line near its start: refused naming the line, without waiting for the rest.
+    const bad = await browser.context.request.post(`${platform.consoleUrl}/segments/upload`, {
+      headers: { origin: platform.consoleUrl },
+      multipart: {
+        _csrf: csrf!,
+        segment_id: 'big',
+        format: 'ndjson',
+        file: { name: 'bad.ndjson', mimeType: 'application/x-ndjson', buffer: Buffer.from(`"ok"\nnot json\n${ids}`) },
+      },
+      maxRedirects: 0,
+      timeout: 120_000,
+    });
+    t.equal(bad.status(), 422);
+    t.match(await bad.text(), /line 2: is not JSON/);
+    t.same(await segmentRow('big'), { version: 1, size: '200000' }, 'the live version is unchanged');
 
     const forged = await browser.context.request.post(`${platform.consoleUrl}/segments/upload`, {
       headers: { origin: platform.consoleUrl },
