@@ -690,8 +690,9 @@ export class DataPlane {
 
   /**
    * Who answered a decision, for the decision-latency histogram: read from the outcome and whether
-   * it came at once. An emergency-cap refusal while failing open reads as its store's (its result
-   * is `deny`); every other fail-mode answer is `fallback`.
+   * it came at once. Two cases read as their store's: an emergency-cap refusal while failing open
+   * (its result is `deny`) and an unknown key's decoy under global shadow mode (`shadow_deny`);
+   * every other fail-mode answer is `fallback`, every other decoy `none`.
    */
   private answeredBy(o: Outcome, synchronous: boolean): DecisionStore {
     const r = o.result;
