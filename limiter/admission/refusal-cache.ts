@@ -42,7 +42,7 @@
  * is back at rest. Bypassed (`active()` false) while the caller's circuit breaker is not closed, so
  * half-open probes always reach Redis.
  */
-import { decide, newAdmission, type Admission } from './decide.js';
+import { decide, newAdmission, type Admission, type Bucket } from './decide.js';
 import type { AdmitRequest, AdmitResult, CounterStore, GlobalBucket } from './counter-store.js';
 import { toResult, type AdmitReply, type RedisCounterStore } from './counter-store.redis.js';
 import type { BucketState, LimitParams } from './limit.js';
@@ -105,6 +105,9 @@ export class RefusalCache implements CounterStore {
   readonly #onLocal: (() => void) | undefined;
   readonly #entries = new Map<string, Entry>();
   readonly #scratch: Admission = newAdmission();
+  // Reused holders: a local answer allocates nothing.
+  readonly #kb: Bucket = { params: undefined as unknown as LimitParams, state: undefined };
+  readonly #gb: Bucket = { params: undefined as unknown as LimitParams, state: undefined, costScale: 1 };
   readonly #out: AdmitResult = { allowed: false, binding: 'key', limit: 0, remaining: 0, resetAtMs: 0, retryAfterMs: 0 };
 
   constructor(store: ReplyStore, opts: RefusalCacheOptions = {}) {
@@ -164,14 +167,7 @@ export class RefusalCache implements CounterStore {
       return undefined;
     }
     const T = redisTimeBound(e.redisNow, now - e.sentAt);
-    const g = req.global;
-    const d = decide(
-      { params: e.limit, state: e.state },
-      g === undefined ? undefined : { params: g.limit, state: e.gstate, costScale: this.#store.shards },
-      T,
-      req.cost,
-      this.#scratch,
-    );
+    const d = decide(this.#bucket(e.limit, e.state), this.#global(req.global, e.gstate), T, req.cost, this.#scratch);
     if (d.allowed) return undefined;
     this.localRefusals++;
     this.#onLocal?.();
@@ -193,13 +189,7 @@ export class RefusalCache implements CounterStore {
       const gstate = req.global === undefined ? undefined : stateAt(reply, 11);
       // When every bucket is back at rest nothing can be refused from this state any more.
       const g = req.global;
-      const rest = decide(
-        { params: req.limit, state },
-        g === undefined ? undefined : { params: g.limit, state: gstate, costScale: this.#store.shards },
-        redisNow,
-        0,
-        this.#scratch,
-      );
+      const rest = decide(this.#bucket(req.limit, state), this.#global(g, gstate), redisNow, 0, this.#scratch);
       const restR = g === undefined || rest.key.resetAtMs > rest.global.resetAtMs ? rest.key.resetAtMs : rest.global.resetAtMs;
       const entries = this.#entries;
       if (entries.has(req.key)) entries.delete(req.key);
@@ -209,6 +199,23 @@ export class RefusalCache implements CounterStore {
       this.#entries.delete(req.key);
     }
     return toResult(reply);
+  }
+
+  #bucket(params: LimitParams, state: BucketState | undefined): Bucket {
+    const b = this.#kb;
+    b.params = params;
+    b.state = state;
+    return b;
+  }
+
+  /** The global bucket's holder, charged `cost × shards` like the script's global shard. */
+  #global(g: GlobalBucket | undefined, state: BucketState | undefined): Bucket | undefined {
+    if (g === undefined) return undefined;
+    const b = this.#gb;
+    b.params = g.limit;
+    b.state = state;
+    b.costScale = this.#store.shards;
+    return b;
   }
 
   /**
