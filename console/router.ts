@@ -83,8 +83,9 @@ export function registerPages(app: TemplatedApp, edge: EdgeOptions, pages: reado
     return { status: r.status, headers: { ...r.headers }, body: r.body };
   }
 
-  function forbidden(s: Session | undefined, why: string): Reply {
-    return web.error(403, 'Request refused', why, s);
+  /** A refused form: a page without the session's nav and sign-out form, so it carries no CSRF token. */
+  function forbidden(why: string): Reply {
+    return web.error(403, 'Request refused', why);
   }
 
   function handle(page: ConsolePage, method: 'get' | 'post', handler: PageHandler) {
@@ -94,11 +95,11 @@ export function registerPages(app: TemplatedApp, edge: EdgeOptions, pages: reado
       let form = new URLSearchParams();
       if (method === 'post') {
         if (!sameOrigin(req.headers, web.d.origin))
-          return forbidden(s, 'This form was sent from another site. Open the console and try again.');
+          return forbidden('This form was sent from another site. Open the console and try again.');
         const parsed = formOf(req);
-        if (!parsed) return web.error(415, 'Unsupported form', 'Forms are sent as application/x-www-form-urlencoded.', s);
+        if (!parsed) return web.error(415, 'Unsupported form', 'Forms are sent as application/x-www-form-urlencoded.');
         if (!csrfTokensEqual(s.csrfToken, parsed.get('_csrf')))
-          return forbidden(s, 'This form has expired or was not made by the console. Reload the page and try again.');
+          return forbidden('This form has expired or was not made by the console. Reload the page and try again.');
         parsed.delete('_csrf');
         form = parsed;
       }

@@ -1,3 +1,4 @@
+/* global document, window */
 // Progressive enhancement only: every page works without this file.
 // 1. Elements with data-refresh="<seconds>" reload the page every so many seconds while it is
 //    visible (a campaign's progress, a DLQ being drained), unless the operator is typing in a form.

@@ -122,12 +122,7 @@ export function registerAuthRoutes(app: TemplatedApp, edge: EdgeOptions, deps: A
       if (s) {
         const form = new URLSearchParams(ctx.body.toString('utf8'));
         if (!sameOrigin(ctx.headers, web.d.origin) || !csrfTokensEqual(s.csrfToken, form.get('_csrf')))
-          return web.error(
-            403,
-            'Request refused',
-            'This form has expired or was not made by the console. Reload the page and try again.',
-            s,
-          );
+          return web.error(403, 'Request refused', 'This form has expired or was not made by the console. Reload the page and try again.');
         sessions.delete(s.id);
         log.info({ user_id: s.operator.userId }, 'operator signed out of the console');
       }
