@@ -22,6 +22,8 @@ import { formCall, timeEl } from './ops-format.js';
 
 const CHANNELS: readonly RampChannel[] = ['push', 'email', 'sms'];
 const CHANNEL_TEXT: Record<RampChannel, string> = { push: 'Push', email: 'E-mail', sms: 'SMS' };
+/** Inside a sentence. */
+const CHANNEL_WORD: Record<RampChannel, string> = { push: 'push', email: 'e-mail', sms: 'SMS' };
 const SHADOW_TEXT = {
   validate_only: 'a dry run at the new provider (FCM validate_only): nothing is delivered',
   test_recipients: 'a copy to a configured test recipient, never the user',
@@ -101,7 +103,7 @@ ${field({
 <p><button type="submit">Apply to every replica</button></p>
 </form>`
     : html`<p>
-        No new provider is configured for ${CHANNEL_TEXT[v.channel].toLowerCase()}
+        No new provider is configured for ${CHANNEL_WORD[v.channel]}
         (<code>${v.channel === 'push' ? 'FCM' : v.channel === 'email' ? 'SMTP' : 'SMS'}_RAMP_URL</code>): nothing to ramp.
       </p>`;
   return html`<section aria-labelledby="ch-${v.channel}" data-channel="${v.channel}">
@@ -121,7 +123,7 @@ ${field({
       ['Last changed', v.updated_at === null ? 'never' : html`${timeEl(v.updated_at)} by ${v.updated_by ?? 'unknown'}`],
     ])}
     ${form}
-    <p><a href="${href(`/providers/${v.channel}/history`)}">History of ${CHANNEL_TEXT[v.channel].toLowerCase()} changes</a></p>
+    <p><a href="${href(`/providers/${v.channel}/history`)}">History of ${CHANNEL_WORD[v.channel]} changes</a></p>
   </section>`;
 }
 
