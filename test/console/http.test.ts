@@ -58,10 +58,14 @@ const statusOf = (res: string): number => Number(/^HTTP\/1\.1 (\d{3})/.exec(res)
 t.test('the console over HTTP', async (t) => {
   const p = await startPlatform(t, 'console_http');
   const port = p.console.port;
-  const { cookie, id } = await httpSignIn(p);
+  let { cookie, id } = await httpSignIn(p);
   const session = p.console.sessions.get(id);
   t.ok(session, 'signed in');
-  const csrf = session!.csrfToken;
+  let csrf = session!.csrfToken;
+  const signInAgain = async () => {
+    const again = await httpSignIn(p);
+    return { ...again, csrf: p.console.sessions.get(again.id)!.csrfToken };
+  };
   const tokens = session!.tokens;
   t.ok(tokens.refreshToken, 'identity issued a refresh token');
 
@@ -155,7 +159,27 @@ t.test('the console over HTTP', async (t) => {
     t.equal(cb.status, 400, 'a callback this browser did not start is refused');
   });
 
+  await t.test('an access token about to expire is refreshed through identity, out of the browser’s sight', async (t) => {
+    const s = p.console.sessions.get(id)!;
+    const before = { ...s.tokens };
+    s.tokens.accessExpiresAt = Date.now() + 1_000; // inside the 30 s margin
+    const r = await fetch(`${p.consoleUrl}/quotas`, { headers: { cookie } });
+    t.equal(r.status, 200, 'the page is served');
+    t.not(s.tokens.accessToken, before.accessToken, 'with a new access token');
+    t.not(s.tokens.refreshToken, before.refreshToken, 'the refresh token rotated');
+    t.ok(s.tokens.accessExpiresAt > Date.now() + 60_000, 'valid for minutes again');
+    t.notOk((r.headers.get('set-cookie') ?? '').includes(s.tokens.accessToken), 'nothing of it reaches the browser');
+
+    // A refresh identity refuses (a refresh token it never issued) ends the session.
+    s.tokens = { ...s.tokens, refreshToken: 'A'.repeat(43), accessExpiresAt: Date.now() };
+    const ended = await fetch(`${p.consoleUrl}/quotas`, { headers: { cookie }, redirect: 'manual' });
+    t.equal(ended.status, 303, 'sent to sign in again');
+    t.match(ended.headers.get('location') ?? '', /^\/auth\/login/);
+    t.equal(p.console.sessions.get(id), undefined, 'the session is gone');
+  });
+
   await t.test('sign-out forgets the session', async (t) => {
+    ({ cookie, id, csrf } = await signInAgain());
     const res = await post(port, '/auth/logout', { cookie, origin: p.consoleUrl, body: `_csrf=${encodeURIComponent(csrf)}` });
     t.equal(statusOf(res), 303);
     t.match(res, /\r\nset-cookie: console_session=; Path=\/; HttpOnly; SameSite=Lax; Max-Age=0\r\n/i, 'the cookie is cleared');
