@@ -139,6 +139,9 @@ t.test('the console pages', async (t) => {
     const flash = await page.locator('.flash.success').innerText();
     t.match(flash, /Saved version \d+ of user:42\. Acked by sidecar-console-test\./, 'the save names the sidecar that acked it');
     t.match(await page.locator('dl.details').innerText(), /20 \/ minute/, 'the stored record shows the new rate');
+    // README's screenshot (docs/console.png): CONSOLE_SCREENSHOT=docs/console.png npm test -- test/console/pages.test.ts
+    const shot = process.env['CONSOLE_SCREENSHOT'];
+    if (shot) await page.screenshot({ path: shot, fullPage: false });
     const stored = await cp('GET', '/internal/subjects/user%3A42/quota');
     t.equal((stored.json?.quota as { rate: number }).rate, 20, 'the control plane has it');
   });
