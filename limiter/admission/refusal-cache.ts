@@ -38,7 +38,8 @@
  * Only answers that leave the subject unable to pass another request of the same cost are
  * remembered (a refusal, or an admission with `remaining < cost`); an admission with room drops
  * the entry. Bounded: at most `maxEntries` subjects (default {@link DEFAULT_REFUSAL_ENTRIES}, about
- * 200 bytes each), the oldest entry evicted first; an entry is dropped once every bucket it holds
+ * 280 bytes of heap each measured, beside the key string), the oldest entry evicted first; an entry
+ * is dropped once every bucket it holds
  * is back at rest. Bypassed (`active()` false) while the caller's circuit breaker is not closed, so
  * half-open probes always reach Redis.
  */
