@@ -55,6 +55,14 @@ export async function useBrowser(t: TestContext): Promise<Browser> {
             process.stderr.write(`# could not save the failed page: ${err instanceof Error ? err.message : String(err)}\n`);
           }
         }
+        // CONSOLE_SHOTS_DIR=<dir>: every page as it was at the end of its subtest, to look at.
+        const shots = process.env['CONSOLE_SHOTS_DIR'];
+        if (shots && st.passing()) {
+          mkdirSync(shots, { recursive: true });
+          await page
+            .screenshot({ path: join(shots, `${st.name.replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 80)}.png`), fullPage: true })
+            .catch(() => {});
+        }
         await page.close().catch(() => {});
       });
       return page;
