@@ -195,6 +195,42 @@ t.test('the console pages', async (t) => {
     t.match(await page.locator('[data-channel="push"]').innerText(), /Expédiée[\s\S]*Commande B-7/, 'the push, rendered');
   });
 
+  await t.test('keyboard and labels: a skip link first, every control labelled, every table headed', async (t) => {
+    const page = await browser.page(t);
+    for (const path of [
+      '/quotas',
+      '/quotas/s/user%3A42',
+      '/quotas/new',
+      `/notifications?user=bo`,
+      '/dlq?channel=email&all=true',
+      '/templates/order_shipped_v1',
+      '/types',
+    ]) {
+      await page.goto(`${p.consoleUrl}${path}`);
+      await page.keyboard.press('Tab');
+      t.equal(
+        await page.evaluate('document.activeElement && document.activeElement.textContent'),
+        'Skip to content',
+        `${path}: the first Tab reaches the skip link`,
+      );
+      await page.keyboard.press('Enter');
+      t.equal(
+        await page.evaluate('document.activeElement && document.activeElement.id'),
+        'main',
+        `${path}: which moves focus to the content`,
+      );
+      // The page's DOM is read in the browser (this project's TypeScript has no DOM types: a string).
+      const unlabelled = await page.evaluate(`[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+        .filter((el) => !el.getAttribute('aria-label') && !(el.tagName === 'BUTTON' && el.textContent.trim()) && !(el.labels && el.labels.length > 0))
+        .map((el) => el.outerHTML.slice(0, 80))`);
+      t.same(unlabelled, [], `${path}: every control has a label`);
+      const headless = await page.evaluate(
+        "[...document.querySelectorAll('table')].filter((tb) => !tb.querySelector('caption') || !tb.querySelector('th[scope]')).length",
+      );
+      t.equal(headless, 0, `${path}: every table has a caption and scoped headers`);
+    }
+  });
+
   await t.test('notification types: the catalogue and a policy per tier', async (t) => {
     const page = await browser.page(t);
     await page.goto(`${p.consoleUrl}/types`);
