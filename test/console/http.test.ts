@@ -6,6 +6,11 @@
  */
 import t from 'tap';
 import { connect } from 'node:net';
+import { loadConfig } from '../../shared/config.js';
+import { startConsole } from '../../console/app.js';
+import { consoleConfig } from '../../console/config.js';
+import { testLogger } from '../harness/log.js';
+import { testEnv } from '../harness/services.js';
 import { browserSignIn } from '../identity/oauth/helpers.js';
 import { CP_ADMIN_TOKEN, OPERATOR, startPlatform, type Platform } from './platform.js';
 import { call } from '../identity/notify/helpers.js';
@@ -185,4 +190,26 @@ t.test('the console over HTTP', async (t) => {
     t.match(res, /\r\nset-cookie: console_session=; Path=\/; HttpOnly; SameSite=Lax; Max-Age=0\r\n/i, 'the cookie is cleared');
     t.equal(p.console.sessions.get(id), undefined, 'the session and its tokens are gone');
   });
+});
+
+t.test('behind https the cookies are Secure and __Host- named', async (t) => {
+  const config = loadConfig(
+    consoleConfig,
+    testEnv({
+      CONSOLE_PORT: '0',
+      CONSOLE_PUBLIC_URL: 'https://console.example',
+      CONSOLE_CLIENT_SECRET: 'not-used-before-a-callback',
+      IDENTITY_URL: 'http://127.0.0.1:9',
+      CONSOLE_IDENTITY_PUBLIC_URL: 'https://id.example',
+    }),
+  );
+  const c = await startConsole(config, testLogger('console'));
+  t.teardown(() => c.close());
+  const r = await fetch(`http://127.0.0.1:${c.port}/auth/login`, { redirect: 'manual' });
+  t.equal(r.status, 303);
+  t.match(r.headers.get('set-cookie'), /^__Host-console_signin=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=600$/);
+  const to = new URL(r.headers.get('location')!);
+  t.equal(to.origin, 'https://id.example', "the browser goes to identity's public address");
+  t.equal(to.searchParams.get('redirect_uri'), 'https://console.example/auth/callback');
+  t.match(r.headers.get('content-security-policy'), /form-action 'self' https:\/\/id\.example/);
 });
