@@ -140,6 +140,12 @@ export class QuotaCache {
   evictions = 0;
   /** Called with each subject a snapshot writes or deletes (the refusal cache forgets it). */
   onChange: ((subject: string) => void) | undefined;
+  /**
+   * True once a snapshot held an approximate quota (plans included), until a full snapshot holds
+   * none: leases may then credit the global bucket (the refusal cache's `globalCredited`). A delta
+   * only ever sets it, so it errs towards true.
+   */
+  approximate = false;
 
   constructor(private readonly maxRecords: number) {
     this.records = new LRUCache<string, CompiledQuota>({
@@ -179,6 +185,7 @@ export class QuotaCache {
     if (!s.delta) {
       this.records.clear();
       this.plans.clear();
+      this.approximate = false;
     }
     for (const id of s.deletedSubjectIds) {
       this.records.delete(id);
@@ -186,7 +193,9 @@ export class QuotaCache {
       this.onChange?.(id);
     }
     for (const q of s.quotas) {
-      this.put(compileQuota(q));
+      const c = compileQuota(q);
+      if (c.accuracy === 'approximate') this.approximate = true;
+      this.put(c);
       this.onChange?.(q.subjectId);
     }
     this.versionApplied = version;

@@ -161,7 +161,10 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     const m = metrics.local;
     // A candidate script in shadow must see every request: local refusals stand aside then.
     const maxEntries = store.candidateVersion === undefined ? undefined : 0;
-    local = new RefusalCache(store, { active, maxEntries, onLocalRefusal: () => m.refusals++ });
+    // Leases of approximate quotas are given back to the global bucket too: while any quota is
+    // approximate, refusals bound by the global bucket are Redis's to answer.
+    const globalCredited = () => quotas.approximate;
+    local = new RefusalCache(store, { active, maxEntries, globalCredited, onLocalRefusal: () => m.refusals++ });
     leases = new LeaseStore(local, new RedisLessor(store), local, {
       active,
       onLease: (event, tokens) => {

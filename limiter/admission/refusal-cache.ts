@@ -33,7 +33,12 @@
  * - Redis losing its data (a restart without persistence, a fail-over to a lagging replica): the
  *   whole cache is dropped on every connection event (`ready`, `close`, `reconnecting`, cluster
  *   node changes) and on every failed call; a `FLUSHALL` without a reconnect is not seen;
- * - a Redis clock stepped forward (NTP) admits earlier than its own numbers said: not seen.
+ * - a Redis clock stepped forward (NTP) admits earlier than its own numbers said: not seen;
+ * - lease give-backs (lease.ts) credit the global bucket, so while any quota is approximate
+ *   (`globalCredited()`) the global bucket's remembered state is not used: only refusals by the
+ *   subject's own bucket are answered locally. (An approximate subject's own bucket is credited
+ *   too: its local refusals may outlast Redis's by the other sidecars' leases outstanding when it
+ *   was remembered, at most a quarter of its burst; approximate mode accepts that.)
  *
  * Only answers that leave the subject unable to pass another request of the same cost are
  * remembered (a refusal, or an admission with `remaining < cost`); an admission with room drops
@@ -60,6 +65,12 @@ export interface RefusalCacheOptions {
   active?: () => boolean;
   /** Called for each request refused locally. */
   onLocalRefusal?: () => void;
+  /**
+   * True while lease give-backs (lease.ts) may credit the global bucket, i.e. while any quota is
+   * approximate: then only the subject's own bucket is checked locally and refusals bound by the
+   * global bucket go to Redis. Default: never.
+   */
+  globalCredited?: () => boolean;
 }
 
 /** The Redis store as this layer uses it. */
@@ -104,6 +115,7 @@ export class RefusalCache implements CounterStore {
   readonly #mono: () => number;
   readonly #active: () => boolean;
   readonly #onLocal: (() => void) | undefined;
+  readonly #globalCredited: () => boolean;
   readonly #entries = new Map<string, Entry>();
   readonly #scratch: Admission = newAdmission();
   // Reused holders: a local answer allocates nothing.
@@ -119,6 +131,7 @@ export class RefusalCache implements CounterStore {
     this.#mono = opts.monotonic ?? (() => performance.now());
     this.#active = opts.active ?? (() => true);
     this.#onLocal = opts.onLocalRefusal;
+    this.#globalCredited = opts.globalCredited ?? (() => false);
     for (const ev of CONNECTION_EVENTS) store.client.on(ev, () => this.clear());
   }
 
@@ -168,7 +181,9 @@ export class RefusalCache implements CounterStore {
       return undefined;
     }
     const T = redisTimeBound(e.redisNow, now - e.sentAt);
-    const d = decide(this.#bucket(e.limit, e.state), this.#global(req.global, e.gstate), T, req.cost, this.#scratch);
+    // A give-back credits the global shard: its remembered state is then no upper bound of Redis's.
+    const g = this.#globalCredited() ? undefined : req.global;
+    const d = decide(this.#bucket(e.limit, e.state), this.#global(g, e.gstate), T, req.cost, this.#scratch);
     if (d.allowed) return undefined;
     this.localRefusals++;
     this.#onLocal?.();
