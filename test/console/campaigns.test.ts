@@ -11,6 +11,7 @@ import { SERVICE_SECRET } from '../notifier/core/helpers.js';
 import { startPlatform, OPERATOR, type Platform } from './platform.js';
 import { useBrowser } from './browser.js';
 import { signInAsOperator } from './signin.js';
+import { checkAccessible } from './ops-a11y.js';
 
 const as = (role: string, subject: string): Record<string, string> => ({
   'x-subject': subject,
@@ -150,5 +151,11 @@ t.test('the campaigns page', async (t) => {
 
     const missing = await page.goto(`${platform.consoleUrl}/campaigns/never-sent`);
     t.equal(missing?.status(), 404);
+  });
+
+  await t.test('keyboard and labels on every page of it', async (t) => {
+    const page = await browser.page(t);
+    for (const path of ['/campaigns', '/campaigns?pending=true', '/campaigns/spring', '/campaigns/autumn'])
+      await checkAccessible(t, page, `${platform.consoleUrl}${path}`);
   });
 });

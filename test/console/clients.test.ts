@@ -8,6 +8,7 @@ import t from 'tap';
 import { startPlatform, OPERATOR } from './platform.js';
 import { useBrowser } from './browser.js';
 import { signInAsOperator } from './signin.js';
+import { checkAccessible } from './ops-a11y.js';
 
 /** A client-credentials token request with this secret: identity's status. */
 async function tokenStatus(identityUrl: string, clientId: string, secret: string): Promise<number> {
@@ -82,5 +83,11 @@ t.test('the OAuth clients page', async (t) => {
     const missing = await page.goto(`${platform.consoleUrl}/clients/nobody`);
     t.equal(missing?.status(), 404);
     t.equal(await page.locator('h1').innerText(), 'No such client');
+  });
+
+  await t.test('keyboard and labels on every page of it', async (t) => {
+    const page = await browser.page(t);
+    for (const path of ['/clients', '/clients/new', '/clients/billing-test'])
+      await checkAccessible(t, page, `${platform.consoleUrl}${path}`);
   });
 });

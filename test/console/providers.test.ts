@@ -8,6 +8,7 @@ import t from 'tap';
 import { startPlatform, OPERATOR } from './platform.js';
 import { useBrowser } from './browser.js';
 import { signInAsOperator } from './signin.js';
+import { checkAccessible } from './ops-a11y.js';
 
 t.test('the provider weights page', async (t) => {
   const platform = await startPlatform(
@@ -49,5 +50,10 @@ t.test('the provider weights page', async (t) => {
     const rows = await page.locator('#ramp-changes tbody tr').allInnerTexts();
     t.equal(rows.length, 1);
     t.match(rows[0], new RegExp(`user:${platform.operatorId}\\s+0% → 5%\\s+0% → 10%`));
+  });
+
+  await t.test('keyboard and labels on every page of it', async (t) => {
+    const page = await browser.page(t);
+    for (const path of ['/providers', '/providers/push/history']) await checkAccessible(t, page, `${platform.consoleUrl}${path}`);
   });
 });

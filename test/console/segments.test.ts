@@ -11,6 +11,7 @@ import { SERVICE_SECRET } from '../notifier/core/helpers.js';
 import { startPlatform, OPERATOR } from './platform.js';
 import { useBrowser } from './browser.js';
 import { signInAsOperator } from './signin.js';
+import { checkAccessible } from './ops-a11y.js';
 
 const SERVICE = { 'x-subject': `key:${'a'.repeat(64)}`, 'x-subject-role': 'service', 'x-subject-secret': SERVICE_SECRET };
 
@@ -150,5 +151,10 @@ t.test('the segments page', async (t) => {
     await page.getByRole('button', { name: 'Delete segment' }).click();
     t.match(await page.locator('.flash.success').innerText(), /Deleted segment french/);
     t.equal(await segmentRow('french'), undefined);
+  });
+
+  await t.test('keyboard and labels on every page of it', async (t) => {
+    const page = await browser.page(t);
+    for (const path of ['/segments', '/segments/spring']) await checkAccessible(t, page, `${platform.consoleUrl}${path}`);
   });
 });

@@ -7,6 +7,7 @@ import t from 'tap';
 import { startPlatform, OPERATOR } from './platform.js';
 import { useBrowser } from './browser.js';
 import { signInAsOperator } from './signin.js';
+import { checkAccessible } from './ops-a11y.js';
 
 // One platform and one browser for the file, inside one top-level test (tap ends a root that
 // has asserted and then waits, so nothing is left at the top level).
@@ -72,5 +73,11 @@ t.test('the suppression list page', async (t) => {
     });
     t.equal(anonymous.status, 303, 'no session: sent to sign in');
     t.same(await listed(), ['bounced@shop.test']);
+  });
+
+  await t.test('keyboard and labels on every page of it', async (t) => {
+    const page = await browser.page(t);
+    for (const path of ['/suppressions', '/suppressions/bounced%40shop.test/remove'])
+      await checkAccessible(t, page, `${platform.consoleUrl}${path}`);
   });
 });
