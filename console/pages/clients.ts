@@ -56,7 +56,7 @@ const EMPTY_FORM: RegistrationForm = {
   dpop: false,
 };
 
-function readForm(f: URLSearchParams): RegistrationForm {
+export function readForm(f: URLSearchParams): RegistrationForm {
   return {
     client_id: (f.get('client_id') ?? '').trim(),
     name: (f.get('name') ?? '').trim(),

@@ -52,7 +52,7 @@ interface RuleForm {
   tags: string;
 }
 
-function ruleOf(f: RuleForm): SegmentRule {
+export function ruleOf(f: RuleForm): SegmentRule {
   const rule: SegmentRule = {};
   if (f.locale !== '') rule.locale = f.locale;
   if (f.timezone !== '') rule.timezone = f.timezone;
@@ -64,7 +64,7 @@ function ruleOf(f: RuleForm): SegmentRule {
   return rule;
 }
 
-function readRuleForm(form: URLSearchParams, id?: string): RuleForm {
+export function readRuleForm(form: URLSearchParams, id?: string): RuleForm {
   return {
     id: id ?? (form.get('segment_id') ?? '').trim(),
     locale: (form.get('locale') ?? '').trim(),
@@ -77,7 +77,7 @@ function readRuleForm(form: URLSearchParams, id?: string): RuleForm {
  * The notifier names a rule's fields `rule.locale`, a segment id `segment_id`; the form's
  * controls are `locale`, `segment_id`: map one onto the other for `field(…, { problem })`.
  */
-function formProblem(p: ApiProblem | undefined): ApiProblem | undefined {
+export function formProblem(p: ApiProblem | undefined): ApiProblem | undefined {
   if (!p?.field) return p;
   if (p.field === 'rule') return { ...p, field: 'locale' };
   if (p.field.startsWith('rule.')) {
