@@ -174,3 +174,89 @@ function overBytes(s: string, max: number): boolean {
   if (s.length > max) return true;
   return Buffer.byteLength(s, 'utf8') > max;
 }
+
+/**
+ * Counts descriptors and each one's entries in a RateLimitRequest's raw bytes, before they are
+ * decoded: a 4 MB message of empty descriptors (2 bytes each) would otherwise allocate two million
+ * objects and hold the event loop for seconds before {@link readRequest} refuses the count. A walk
+ * of the wire format, allocating nothing. Returns the refusal (field and reason) when a count is
+ * over its limit, else undefined; malformed bytes are left to the decoder, except groups, which no
+ * RateLimitRequest has.
+ */
+export function overCounts(b: Uint8Array, limits: DescriptorLimits): { field: string; reason: string } | undefined {
+  let descriptors = 0;
+  let at = 0;
+  const end = b.length;
+  while (at < end) {
+    const [tag, p] = varint(b, at);
+    if (p < 0) return undefined;
+    const wt = tag % 8;
+    const field = Math.floor(tag / 8);
+    if (wt === 2) {
+      const [len, q] = varint(b, p);
+      if (q < 0 || q + len > end) return undefined;
+      if (field === 2) {
+        descriptors++;
+        if (descriptors > limits.maxDescriptors) {
+          return { field: 'descriptors', reason: `more than ${limits.maxDescriptors} descriptors (LIMITER_RLS_MAX_DESCRIPTORS)` };
+        }
+        const entries = countField1(b, q, q + len, limits.maxEntries);
+        if (entries > limits.maxEntries) {
+          return {
+            field: `descriptors[${descriptors - 1}].entries`,
+            reason: `more than ${limits.maxEntries} entries (LIMITER_RLS_MAX_ENTRIES)`,
+          };
+        }
+      }
+      at = q + len;
+    } else {
+      const next = skip(b, p, wt);
+      if (next < 0) return wt === 3 || wt === 4 ? { field: 'request', reason: 'unexpected group in a RateLimitRequest' } : undefined;
+      at = next;
+    }
+  }
+  return undefined;
+}
+
+/** Length-delimited field-1 occurrences in b[from, to), counting stops past `max`. */
+function countField1(b: Uint8Array, from: number, to: number, max: number): number {
+  let n = 0;
+  let at = from;
+  while (at < to && n <= max) {
+    const [tag, p] = varint(b, at);
+    if (p < 0 || p > to) return n;
+    const wt = tag % 8;
+    if (wt === 2) {
+      const [len, q] = varint(b, p);
+      if (q < 0 || q + len > to) return n;
+      if (Math.floor(tag / 8) === 1) n++;
+      at = q + len;
+    } else {
+      const next = skip(b, p, wt);
+      if (next < 0 || next > to) return n;
+      at = next;
+    }
+  }
+  return n;
+}
+
+/** Skips a non-length-delimited value of wire type `wt` at `at`: the next offset, or -1. */
+function skip(b: Uint8Array, at: number, wt: number): number {
+  if (wt === 0) return varint(b, at)[1];
+  if (wt === 1) return at + 8 <= b.length ? at + 8 : -1;
+  if (wt === 5) return at + 4 <= b.length ? at + 4 : -1;
+  return -1;
+}
+
+/** A varint at `at` (up to 2^53): [value, next offset], next -1 when truncated or too long. */
+function varint(b: Uint8Array, at: number): [number, number] {
+  let v = 0;
+  let mul = 1;
+  for (let i = at; i < b.length && i < at + 10; i++) {
+    const byte = b[i]!;
+    v += (byte & 0x7f) * mul;
+    if (byte < 0x80) return [v, i + 1];
+    mul *= 128;
+  }
+  return [0, -1];
+}

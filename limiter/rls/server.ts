@@ -9,7 +9,8 @@
  * charged, as envoyproxy/ratelimit does, even when an earlier one is over its limit.
  *
  * Malformed bytes, and descriptors over the configured limits, are INVALID_ARGUMENT: the request
- * decoder never throws into grpc-js (which would answer INTERNAL).
+ * decoder never throws into grpc-js (which would answer INTERNAL), and counts descriptors and
+ * entries in the raw bytes before decoding them (descriptors.ts, `overCounts`).
  */
 import * as grpc from '@grpc/grpc-js';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
@@ -31,7 +32,7 @@ import { invalidField, PlatformError } from '../../shared/errors.js';
 import type { DataPlane } from '../data-plane.js';
 import type { Outcome } from '../gate.js';
 import type { Route, RouteTable } from '../routes.js';
-import { readRequest, type DescriptorLimits, type DescriptorQuery } from './descriptors.js';
+import { overCounts, readRequest, type DescriptorLimits, type DescriptorQuery } from './descriptors.js';
 import { Code, rlsResponse } from './response.js';
 
 export interface RlsServerOptions {
@@ -78,7 +79,10 @@ const NO_OWNERS: readonly string[] = [];
 
 /** A request whose bytes could not be decoded: answered INVALID_ARGUMENT by the handler. */
 class Malformed {
-  constructor(readonly reason: string) {}
+  constructor(
+    readonly reason: string,
+    readonly field = 'request',
+  ) {}
 }
 
 export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
@@ -106,7 +110,7 @@ export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
     const req = call.request;
     let pending: Array<Outcome | Promise<Outcome> | undefined>;
     try {
-      if (req instanceof Malformed) throw invalidField('request', req.reason);
+      if (req instanceof Malformed) throw invalidField(req.field, req.reason);
       pending = readRequest(req, o.limits).map(decide);
     } catch (err) {
       requests.labels(err instanceof PlatformError && err.code === 'invalid_field' ? 'invalid_argument' : 'error').inc();
@@ -133,7 +137,7 @@ export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
   };
 
   const server = new grpc.Server({ 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 });
-  server.addService(rlsDefinition(), { shouldRateLimit });
+  server.addService(rlsDefinition(o.limits), { shouldRateLimit });
   const health = new GrpcHealth({ services: { [RateLimitService.typeName]: o.checks }, pollMs: o.healthPollMs });
   addGrpcHealth(server, health);
   addGrpcReflection(server, [RateLimitService]);
@@ -172,7 +176,7 @@ const toBuffer = (b: Uint8Array): Buffer => Buffer.from(b.buffer, b.byteOffset, 
  * RateLimitService's grpc-js definition, with a request decoder that never throws: bytes that are
  * not a RateLimitRequest become a {@link Malformed} for the handler to refuse as INVALID_ARGUMENT.
  */
-function rlsDefinition(): grpc.ServiceDefinition {
+function rlsDefinition(limits: DescriptorLimits): grpc.ServiceDefinition {
   const method = RateLimitService.method.shouldRateLimit;
   return {
     shouldRateLimit: {
@@ -182,6 +186,9 @@ function rlsDefinition(): grpc.ServiceDefinition {
       responseStream: false,
       requestSerialize: (m: RateLimitRequest) => toBuffer(toBinary(RateLimitRequestSchema, m)),
       requestDeserialize: (b: Buffer): RateLimitRequest | Malformed => {
+        // Counted before decoding, so a message of millions of empty descriptors allocates nothing.
+        const over = overCounts(b, limits);
+        if (over !== undefined) return new Malformed(over.reason, over.field);
         try {
           // Unknown fields are dropped, not kept: nothing here reads them.
           return fromBinary(RateLimitRequestSchema, b, { readUnknownFields: false });
