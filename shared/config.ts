@@ -19,7 +19,8 @@ export class ConfigError extends InternalError<'config_variable_invalid'> {
   }
 }
 
-export type Service = 'all' | 'limiter' | 'control-plane' | 'notifier' | 'identity' | 'console' | 'sandbox' | 'start' | 'cli' | 'healthcheck' | 'test';
+export type Service =
+  'all' | 'limiter' | 'control-plane' | 'notifier' | 'identity' | 'console' | 'sandbox' | 'start' | 'cli' | 'healthcheck' | 'test';
 
 export interface VarSpec<T> {
   /** The default as it would be written in the environment; `undefined` means required. */
