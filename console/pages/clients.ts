@@ -97,7 +97,7 @@ export function registrationOf(f: RegistrationForm): ClientRegistration {
 /** A field's problem for the redirect URI textarea also covers `redirect_uris[3]`. */
 function registrationFormHtml(ctx: PageContext, f: RegistrationForm, problem?: ApiProblem): Html {
   const grantError = problem?.field === 'grant_types' ? (problem.detail ?? problem.title).replace(/^grant_types: /, '') : undefined;
-  return html`<form method="post" action="/clients/new" class="stack" novalidate>
+  return html`<form method="post" action="/clients" class="stack" novalidate aria-label="Register a client">
     ${ctx.csrfField()}
     ${select({
       name: 'client_type',
@@ -219,50 +219,52 @@ function detailPage(ctx: PageContext, c: OAuthClientView, problem?: ApiProblem, 
   });
 }
 
+/**
+ * The registry and, below it, the registration form (on the same page, so no path under /clients/
+ * is taken from the client ids: any id, `new` included, has its own page).
+ */
+async function listPage(ctx: PageContext, form: RegistrationForm, problem?: ApiProblem): Promise<PageResult> {
+  const clients = await listClients(ctx.api.identity);
+  return ctx.render({
+    title: 'OAuth clients',
+    ...(problem ? { status: 422, problem } : {}),
+    body: html`<p><a href="#register-h">Register a client</a></p>
+      ${table<OAuthClientView>({
+        caption: `${clients.length} registered client${clients.length === 1 ? '' : 's'}`,
+        id: 'clients',
+        empty: 'No client is registered yet.',
+        rows: clients,
+        columns: [
+          {
+            header: 'Client id',
+            rowHeader: true,
+            cell: (c) => html`<a href="${href(`/clients/${encodeURIComponent(c.client_id)}`)}">${c.client_id}</a>`,
+          },
+          { header: 'Name', cell: (c) => c.name },
+          { header: 'Type', cell: (c) => c.client_type },
+          { header: 'Grant types', cell: (c) => c.grant_types.join(', ') },
+          { header: 'Role', cell: (c) => c.role },
+          { header: 'Registered', cell: (c) => timeEl(c.created_at) },
+        ],
+      })}
+      <section aria-labelledby="register-h">
+        <h2 id="register-h" tabindex="-1">Register a client</h2>
+        ${registrationFormHtml(ctx, form, problem)}
+      </section>`,
+  });
+}
+
 export const clientsPage: ConsolePage = {
   id: 'clients',
   title: 'OAuth clients',
   path: '/clients',
   register(router) {
-    router.get('/clients', async (ctx) => {
-      const clients = await listClients(ctx.api.identity);
-      return ctx.render({
-        title: 'OAuth clients',
-        body: html`<p><a class="button" href="/clients/new">Register a client</a></p>
-          ${table<OAuthClientView>({
-            caption: `${clients.length} registered client${clients.length === 1 ? '' : 's'}`,
-            id: 'clients',
-            empty: 'No client is registered yet.',
-            rows: clients,
-            columns: [
-              {
-                header: 'Client id',
-                rowHeader: true,
-                cell: (c) => html`<a href="${href(`/clients/${encodeURIComponent(c.client_id)}`)}">${c.client_id}</a>`,
-              },
-              { header: 'Name', cell: (c) => c.name },
-              { header: 'Type', cell: (c) => c.client_type },
-              { header: 'Grant types', cell: (c) => c.grant_types.join(', ') },
-              { header: 'Role', cell: (c) => c.role },
-              { header: 'Registered', cell: (c) => timeEl(c.created_at) },
-            ],
-          })}`,
-      });
-    });
+    router.get('/clients', (ctx) => listPage(ctx, EMPTY_FORM));
 
-    router.get('/clients/new', (ctx) => ctx.render({ title: 'Register an OAuth client', body: registrationFormHtml(ctx, EMPTY_FORM) }));
-
-    router.post('/clients/new', async (ctx) => {
+    router.post('/clients', async (ctx) => {
       const form = readForm(ctx.request.form);
       const r = await formCall(() => registerClient(ctx.api.identity, registrationOf(form)));
-      if (!r.ok) {
-        return ctx.render({
-          title: 'Register an OAuth client',
-          status: 422,
-          problem: r.problem,
-          body: registrationFormHtml(ctx, form, r.problem),
-        });
-      }
+      if (!r.ok) return listPage(ctx, form, r.problem);
       const c = r.value;
       if (c.client_secret !== undefined) {
         return secretPage(

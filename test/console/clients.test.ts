@@ -34,7 +34,6 @@ t.test('the OAuth clients page', async (t) => {
     t.equal(await page.locator('main').getAttribute('data-page'), 'clients');
     t.match(await page.locator('#clients').innerText(), /console/, "the console's own client is listed");
 
-    await page.getByRole('link', { name: 'Register a client' }).click();
     await page.getByLabel('Client type').selectOption('confidential');
     await page.getByLabel('Client id').fill('billing-test');
     await page.getByLabel('Redirect URIs').fill('http://evil.example/cb');
@@ -70,24 +69,32 @@ t.test('the OAuth clients page', async (t) => {
     t.equal(await tokenStatus(platform.identityUrl, 'billing-test', next), 200, 'the new one works');
   });
 
-  await t.test('the answer page with a secret is not stored by the browser; an unknown client is a 404 page', async (t) => {
-    const page = await browser.page(t);
-    await page.goto(`${platform.consoleUrl}/clients/new`);
-    await page.getByLabel('Client id').fill('svc-2');
-    const [res] = await Promise.all([
-      page.waitForResponse((r) => r.url().endsWith('/clients/new') && r.request().method() === 'POST'),
-      page.getByRole('button', { name: 'Register client' }).click(),
-    ]);
-    t.equal(res.status(), 200);
-    t.match(res.headers()['cache-control'], /no-store/);
-    const missing = await page.goto(`${platform.consoleUrl}/clients/nobody`);
-    t.equal(missing?.status(), 404);
-    t.equal(await page.locator('h1').innerText(), 'No such client');
-  });
+  await t.test(
+    'the answer page with a secret is not stored by the browser; an unknown client is a 404 page; a client may be called new',
+    async (t) => {
+      const page = await browser.page(t);
+      await page.goto(`${platform.consoleUrl}/clients`);
+      await page.getByLabel('Client id').fill('svc-2');
+      const [res] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith('/clients') && r.request().method() === 'POST'),
+        page.getByRole('button', { name: 'Register client' }).click(),
+      ]);
+      t.equal(res.status(), 200);
+      t.match(res.headers()['cache-control'], /no-store/);
+      await page.goto(`${platform.consoleUrl}/clients`);
+      await page.getByLabel('Client id').fill('new');
+      await page.getByRole('button', { name: 'Register client' }).click();
+      await page.getByRole('link', { name: /back to the client/ }).click();
+      t.equal(await page.locator('h1').innerText(), 'Client new', 'its page is /clients/new');
+      const missing = await page.goto(`${platform.consoleUrl}/clients/nobody`);
+      t.equal(missing?.status(), 404);
+      t.equal(await page.locator('h1').innerText(), 'No such client');
+    },
+  );
 
   await t.test('keyboard and labels on every page of it', async (t) => {
     const page = await browser.page(t);
-    for (const path of ['/clients', '/clients/new', '/clients/billing-test'])
+    for (const path of ['/clients', '/clients/billing-test', '/clients/new'])
       await checkAccessible(t, page, `${platform.consoleUrl}${path}`);
   });
 });
