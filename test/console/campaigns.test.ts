@@ -153,6 +153,20 @@ t.test('the campaigns page', async (t) => {
     t.equal(missing?.status(), 404);
   });
 
+  await t.test('reject a held campaign: nothing is sent', async (t) => {
+    const id = await heldCampaign(platform, 'winter');
+    const page = await browser.page(t);
+    await page.goto(`${platform.consoleUrl}/campaigns/winter`);
+    await page.getByLabel('Reason (kept in the audit trail)').fill('not this week');
+    await page.getByRole('button', { name: 'Reject' }).click();
+    t.match(await page.locator('.flash.success').innerText(), /Rejected 1 request of winter\./);
+    t.match(await page.locator('#campaign-fanouts tbody').innerText(), /rejected[\s\S]*rejected by user:/);
+    const { rows } = await platform.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE notification_id = $1', [
+      id,
+    ]);
+    t.equal(rows[0]!.n, 0, 'no delivery written');
+  });
+
   await t.test('keyboard and labels on every page of it', async (t) => {
     const page = await browser.page(t);
     for (const path of ['/campaigns', '/campaigns?pending=true', '/campaigns/spring', '/campaigns/autumn'])
