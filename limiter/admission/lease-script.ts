@@ -18,9 +18,11 @@
  * so the refusal cache can answer the next ones.
  *
  * GIVE (`LEASE_GIVE_LUA`): `ARGV = alg rate burst interval n [galg grate gburst ginterval gn]`,
- * credits `n` unspent tokens back to each bucket (brought forward to now first; a token bucket is
- * capped at its burst, a leaky bucket floored at empty). A bucket with no state (at rest: full) or
- * with another algorithm's state is left alone. Window algorithms are never leased.
+ * credits `n` unspent tokens back to each bucket, at the stored state's instant and in its units
+ * (a token bucket capped at its burst, a leaky bucket floored at empty), its expiry kept. No refill
+ * is computed, so `rate` and `interval` are not used: a lease taken under limits that have changed
+ * since credits its tokens, never a refill at the old rate. A bucket with no state (at rest: full)
+ * or with another algorithm's state is left alone. Window algorithms are never leased.
  *
  * Clock: Redis `TIME`, as in the admission script.
  */
@@ -62,29 +64,32 @@ return r
 export const LEASE_TAKE_LUA = `${ALGORITHMS_LUA}\n${REDIS_TIME_CLOCK}\n${TAKE_PRELUDE}${MAIN_LUA}${TAKE_TAIL}`;
 
 const GIVE_MAIN = `
-local function credit(key, alg, rate, burst, iv, n)
+local function credit(key, alg, burst, n)
   if n <= 0 then return end
   local tag, sa, sb, sc = load(key)
   if tag ~= alg then return end
-  local _, _, _, _, _, level, last = ALGORITHMS[alg](rate, burst, iv, tag, sa, sb, sc, now, 0)
-  local cap = burst * iv
-  local reset
+  -- Credited at the stored instant in the stored units (sc): no refill is computed here, so the
+  -- lease's rate (the quota may have changed since the take) never enters. The same level at now
+  -- as crediting after the refill: the next decision refills and caps with the current limits.
+  local cap = burst * sc
+  local level
   if alg == 1 then
-    level = level + n * iv
+    level = sa + n * sc
     if level > cap then level = cap end
-    reset = last + math.ceil((cap - level) / rate)
   elseif alg == 3 then
-    level = level - n * iv
+    level = sa - n * sc
     if level < 0 then level = 0 end
-    reset = last + math.ceil(level / rate)
   else
     return
   end
-  save(key, alg, level, last, iv, reset, now)
+  -- A credit only brings the bucket's rest earlier: its expiry is kept.
+  local ttl = redis.call('PTTL', key)
+  if ttl < 1 then ttl = 1 end
+  redis.call('SET', key, string.format('%d:%.17g:%.17g:%.17g', alg, level, sb, sc), 'PX', ttl)
 end
-credit(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+credit(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[5]))
 if #KEYS > 1 then
-  credit(KEYS[2], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]))
+  credit(KEYS[2], tonumber(ARGV[6]), tonumber(ARGV[8]), tonumber(ARGV[10]))
 end
 return now
 `;

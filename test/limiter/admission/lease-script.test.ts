@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import { LEASE_GIVE_LUA, LEASE_TAKE_LUA } from '../../../limiter/admission/lease-script.js';
 import { ALGORITHM_CODE, type LimitParams } from '../../../limiter/admission/index.js';
 import { useRedis } from '../../harness/redis.js';
+import { waitFor } from '../../harness/wait.js';
 
 const HOUR = 3_600_000;
 const tb = (burst: number): LimitParams => ({ algorithm: 'token_bucket', rate: 1, burst, intervalMs: HOUR });
@@ -79,6 +80,25 @@ t.test('lease scripts', async (t) => {
     t.equal((await c.take1(leaky, ...args(lb(10)), 0, 0))[3], 10, 'floored at empty');
     await c.give1(leaky, ...args(tb(10)), 5);
     t.equal((await c.take1(leaky, ...args(lb(10)), 0, 0))[3], 10, "another algorithm's give-back is ignored");
+  });
+
+  t.test('a give-back under a lease taken before a quota change credits its tokens, not the old rate', async (t) => {
+    const k = `${prefix}changed`;
+    // Leased under a fast quota (a token per ms), then the quota drops to a token per hour.
+    const fast: LimitParams = { algorithm: 'token_bucket', rate: 1, burst: 100, intervalMs: 1 };
+    const lease = await c.take1(k, ...args(fast), 10, 1);
+    t.equal(granted(lease), 10, '10 tokens leased under the fast quota');
+    const drained = await c.take1(k, ...args(tb(100)), 90, 90);
+    t.same([granted(drained), drained[3]], [90, 0], 'the slow quota spends the other 90');
+    const last = drained[6]!;
+    // Redis time moves on past the last charge (the fast quota would refill 1 token per ms).
+    await waitFor(async () => {
+      const [s, us] = await redis.time();
+      return Number(s) * 1000 + Math.floor(Number(us) / 1000) > last + 20;
+    });
+    // The old lease's unspent 10 come back, given back with the limits it was taken under.
+    await c.give1(k, ...args(fast), 10);
+    t.equal((await c.take1(k, ...args(tb(100)), 0, 0))[3], 10, 'the slow quota has the 10 given back, not a refill at the old rate');
   });
 
   t.test('give with a global bucket credits both', async (t) => {
