@@ -72,4 +72,15 @@ t.test('a global refusal is not answered locally once a give-back may have refil
   const after = cacheC.admit(ex(1));
   t.ok(isPending(after), 'so the exact subject is not refused locally: Redis decides');
   if (isPending(after)) t.equal((await after).allowed, true, 'and admits it');
+
+  // Refusals by the subject's own bucket are still answered here.
+  const own: AdmitRequest = { key: 'own', limit: slow(1), global, cost: 1 };
+  const first = cacheC.admit(own);
+  t.ok(isPending(first) && (await first).allowed, "a subject spends its own bucket's one token");
+  const local = cacheC.admit(own);
+  t.same(
+    isPending(local) ? 'redis' : [local.allowed, local.binding],
+    [false, 'key'],
+    'and its next request is refused locally, bound by its bucket',
+  );
 });
