@@ -8,8 +8,8 @@
  * where `share = ⌊capacity / (4 × N)⌋`, `capacity` the bucket's burst, `N` the number of sidecars
  * that registered as lessees within the last three heartbeats (lease-peers, every 2 s), and `rate`
  * this sidecar's recent spending on the subject (tokens per ms, averaged over its last leases).
- * When `share` is below the cost (a small limit, many sidecars) or N is not known yet, the request
- * is decided exactly instead. A lease denied by Redis (fewer tokens there than the cost) is a
+ * When `share` is below the cost (a small limit, many sidecars) or N is not known yet (or no
+ * heartbeat has succeeded for three periods), the request is decided exactly instead. A lease denied by Redis (fewer tokens there than the cost) is a
  * refusal with Redis's figures, remembered by the refusal cache like any other.
  *
  * The bound (property-tested in test/limiter/admission/lease-bound.test.ts): every token spent
@@ -324,6 +324,8 @@ export class LeaseStore implements CounterStore {
   readonly #id: string;
   readonly #sweep: NodeJS.Timeout | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
+  /** Local monotonic time of the last successful heartbeat. */
+  #lastBeat = -Infinity;
   readonly #out: AdmitResult = { allowed: true, binding: 'key', limit: 0, remaining: 0, resetAtMs: 0, retryAfterMs: 0 };
   #closed = false;
 
@@ -347,14 +349,22 @@ export class LeaseStore implements CounterStore {
 
   /** Registers as a lessee now and every {@link PEERS_PERIOD_MS}; resolves after the first attempt. */
   async start(): Promise<void> {
-    await this.#beat();
-    this.#heartbeat ??= setInterval(() => void this.#beat(), PEERS_PERIOD_MS).unref();
+    await this.beat();
+    this.#heartbeat ??= setInterval(() => void this.beat(), PEERS_PERIOD_MS).unref();
   }
 
-  async #beat(): Promise<void> {
+  /**
+   * One heartbeat (also run by a timer every {@link PEERS_PERIOD_MS}). When none has succeeded for
+   * as long as a lessee stays counted (three periods), the count is dropped to 0 (approximate
+   * requests decided exactly): sidecars may have joined since, and shares sized for the old count
+   * would together exceed the bound.
+   */
+  async beat(): Promise<void> {
     try {
       this.peers = await this.#lessor.peers(this.#id, 3 * PEERS_PERIOD_MS);
+      this.#lastBeat = this.#mono();
     } catch (err) {
+      if (this.#mono() - this.#lastBeat >= 3 * PEERS_PERIOD_MS) this.peers = 0;
       this.#o.onError?.(err);
     }
   }
