@@ -13,6 +13,7 @@ import { App, closeListenSocket, listen } from '../shared/uws.js';
 import { operationalRoutes, InFlight, type HealthCheck } from '../shared/http.js';
 import type { Logger } from '../shared/log.js';
 import { systemClock, type Clock } from '../shared/clock.js';
+import { LimitedLog } from '../shared/log-limit.js';
 import { createRegistry } from '../shared/metrics.js';
 import { CircuitBreaker, breakerMetrics } from '../shared/breaker.js';
 import { createVerifier, type Verifier, type JwksDocument } from '../shared/jwt/index.js';
@@ -165,6 +166,8 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     // approximate, refusals bound by the global bucket are Redis's to answer.
     const globalCredited = () => quotas.approximate;
     local = new RefusalCache(store, { active, maxEntries, globalCredited, onLocalRefusal: () => m.refusals++ });
+    // One line a second while Redis is down, not one per lease given back (shared/log-limit.ts).
+    const leaseErrors = new LimitedLog(log, 'lease call to redis failed', clock);
     leases = new LeaseStore(local, new RedisLessor(store), local, {
       active,
       onLease: (event, tokens) => {
@@ -176,7 +179,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
         }
       },
       onGiveBack: (tokens) => (m.tokensReturned += tokens),
-      onError: (err) => log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'lease call to redis failed'),
+      onError: (err) => leaseErrors.warn({ err: { message: err instanceof Error ? err.message : String(err) } }),
     });
     await leases.start();
     admission = leases;
