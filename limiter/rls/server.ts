@@ -136,7 +136,12 @@ export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
     });
   };
 
-  const server = new grpc.Server({ 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 });
+  const server = new grpc.Server({
+    'grpc.keepalive_time_ms': 30_000,
+    'grpc.keepalive_timeout_ms': 10_000,
+    // README "Who may call it": bounds what one connection can hold open.
+    'grpc.max_concurrent_streams': 1000,
+  });
   server.addService(rlsDefinition(o.limits), { shouldRateLimit });
   const health = new GrpcHealth({ services: { [RateLimitService.typeName]: o.checks }, pollMs: o.healthPollMs });
   addGrpcHealth(server, health);
