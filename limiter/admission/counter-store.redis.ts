@@ -1,19 +1,27 @@
 /**
- * The Redis counter store (ioredis 5), shared by every sidecar: one Lua script per decision covers
- * the subject's bucket and the global bucket, both or neither, atomically ({@link ADMIT_LUA}).
+ * The Redis counter store, shared by every sidecar: one Lua script per decision covers the
+ * subject's bucket and the global bucket, both or neither, atomically ({@link ADMIT_LUA}).
+ *
+ * Two clients. On a standalone Redis, decisions go through a connection of our own
+ * (resp-connection.ts: RESP2, EVALSHA encoded straight into bytes), which costs a fraction of
+ * ioredis's CPU per call (README, "Redis"); everything else (leases, heartbeats, the shadow
+ * candidate, DPoP replay, Redis Cluster) uses the ioredis client, {@link RedisCounterStore.client}.
+ * Both keep the promises below.
  *
  * - Clock: Redis `TIME`, read inside the script, is the only clock. Sidecars' and callers' clocks
  *   never enter a decision, so every sidecar sharing a Redis enforces one quota exactly.
  * - Keys: layout `v1` (`key-layout.ts`), hash-tagged so the keys one call touches share a Cluster
  *   slot, and expiring (PX) when the bucket is back at rest: an idle subject costs nothing.
  * - Fail fast: the offline queue off, so a command issued while disconnected is refused at once;
- *   a per-call deadline (`deadlineMs`, default 50 ms, ioredis `commandTimeout`) separate from the
- *   connect timeout; commands in flight when a connection drops are failed, never
+ *   a per-call deadline (`deadlineMs`, default 50 ms; ioredis `commandTimeout`) separate from the
+ *   connect timeout, past which the call rejects while its late reply is still read and dropped; commands in flight when a connection drops are failed, never
  *   re-sent (a re-sent decision could charge twice). Every failure rejects with a
  *   {@link CounterStoreError} for the caller's circuit breaker. A timed-out call may still have
  *   been applied by Redis: counters may be lossy in the subject's disfavour by that one request.
- * - Scripts go by EVALSHA, loaded by EVAL on first use per connection and again after NOSCRIPT
- *   (ioredis `defineCommand`).
+ * - Scripts go by EVALSHA; after NOSCRIPT (the script did not run) the script is loaded and that
+ *   call sent again (ioredis `defineCommand`: by EVAL; our connection: SCRIPT LOAD, then EVALSHA).
+ * - Connection events of either client (`ready`, `close`, `reconnecting`, `end`, cluster node
+ *   changes) reach {@link RedisCounterStore.onConnectionEvent}: the refusal cache clears on them.
  *
  * Redis Cluster and the global bucket. One script may touch one slot only, so the global bucket is
  * split into S slot-local shards (`shards`, default 16 on a cluster, 1 on a standalone Redis). A
@@ -42,6 +50,8 @@
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ADMIT_LUA } from './admit-script.js';
+import { RespCallError, RespConnection, respScript, type RespScript } from './resp-connection.js';
+import type { RespError } from './resp-codec.js';
 import { CounterStoreError, type AdmitRequest, type AdmitResult, type CounterStore } from './counter-store.js';
 import { bucketKey, checkKeyPart, globalKey, KEY_LAYOUT_VERSION, shardHead, shardOf } from './key-layout.js';
 import { ALGORITHM_CODE, type LimitParams } from './limit.js';
@@ -82,13 +92,27 @@ export interface RedisCounterStoreOptions {
   onShadowDisagreement?: (key: string, enforced: AdmitResult, candidate: AdmitResult) => void;
   /** Connection-level errors (the client's `error` events); the store keeps reconnecting. */
   onConnectionError?: (err: Error) => void;
-  /** Extra ioredis options (password, tls, …); the store's fail-fast settings take precedence. */
+  /**
+   * Extra ioredis options (password, tls, …); the store's fail-fast settings take precedence. Of
+   * these the decisions' own connection takes `username`, `password`, `db` and `tls`.
+   */
   redisOptions?: RedisOptions;
+  /**
+   * Decisions through ioredis too on a standalone Redis, instead of the store's own connection
+   * (resp-connection.ts). For comparisons (bench/redis-admit.ts); default false.
+   */
+  ioredisDecisions?: boolean;
 }
 
 export const DEFAULT_DEADLINE_MS = 50;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 export const DEFAULT_CLUSTER_SHARDS = 16;
+
+/** Events of the ioredis client that mean Redis may have lost its data (or be about to). */
+const IOREDIS_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end', '+node', '-node', 'node error'];
+const RESP_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end'];
+/** The enforcing script, for the store's own connection. */
+const ADMIT_SCRIPT: RespScript = respScript(ADMIT_LUA);
 
 /**
  * The reply of the admission script: allowed, binding, limit, remaining, resetAtMs, retryAfterMs,
@@ -127,8 +151,13 @@ export function checkShardable(limit: LimitParams, shards: number, maxCost = 1):
 
 export class RedisCounterStore implements CounterStore {
   readonly kind = 'redis' as const;
-  /** The ioredis client, for health checks and tests; do not send decisions through it directly. */
+  /**
+   * The ioredis client: leases, heartbeats, the shadow candidate, DPoP replay, health checks and
+   * tests; decisions too on a Redis Cluster. Do not send decisions through it directly.
+   */
   readonly client: Redis | Cluster;
+  /** The decisions' own connection on a standalone Redis (undefined on a cluster). */
+  readonly decisions: RespConnection | undefined;
   /** Shards of each global bucket. */
   readonly shards: number;
   /** Shadow comparison counts (all 0 without a candidate). */
@@ -195,9 +224,23 @@ export class RedisCounterStore implements CounterStore {
     } else {
       this.client = new Redis(opts.url!, failFast);
     }
+    this.decisions =
+      cluster || opts.ioredisDecisions === true
+        ? undefined
+        : new RespConnection({
+            url: opts.url!,
+            deadlineMs: deadline,
+            connectTimeoutMs: connectTimeout,
+            tls: opts.redisOptions?.tls,
+            username: opts.redisOptions?.username,
+            password: opts.redisOptions?.password,
+            db: opts.redisOptions?.db,
+            mapError: respToStoreError,
+          });
     // Without a listener an `error` event would crash the process; reconnection is automatic.
     const onErr = opts.onConnectionError;
     this.client.on('error', (err: Error) => onErr?.(err));
+    this.decisions?.on('error', (err: Error) => onErr?.(err));
     this.client.defineCommand('rlAdmit1', { lua: ADMIT_LUA, numberOfKeys: 1 });
     this.client.defineCommand('rlAdmit2', { lua: ADMIT_LUA, numberOfKeys: 2 });
     if (cand !== undefined) {
@@ -227,8 +270,36 @@ export class RedisCounterStore implements CounterStore {
     return globalKey(this.#prefix, KEY_LAYOUT_VERSION, shard, name);
   }
 
+  /**
+   * `ready` when every connection of the store is (the decisions' own and ioredis's), else the
+   * status of one that is not (ioredis's names: `connecting`, `reconnecting`, `end`, …).
+   */
+  get status(): string {
+    const d = this.decisions;
+    if (d !== undefined && d.status !== 'ready') return d.status;
+    return this.client.status;
+  }
+
+  /** Calls `fn` on every connection event of either client (refusal-cache.ts clears on them). */
+  onConnectionEvent(fn: () => void): void {
+    for (const ev of IOREDIS_CONNECTION_EVENTS) this.client.on(ev, fn);
+    const d = this.decisions;
+    if (d !== undefined) for (const ev of RESP_CONNECTION_EVENTS) d.on(ev, fn);
+  }
+
   /** Resolves once connected (for /readyz and start-up); rejects with a `CounterStoreError` after `timeoutMs`. */
   ready(timeoutMs = this.#connectTimeoutMs): Promise<void> {
+    const d = this.decisions;
+    if (d === undefined) return this.#ioredisReady(timeoutMs);
+    return Promise.all([
+      this.#ioredisReady(timeoutMs),
+      d.ready(timeoutMs).catch((err: unknown) => {
+        throw respToStoreError(err as RespCallError);
+      }),
+    ]).then(() => undefined);
+  }
+
+  #ioredisReady(timeoutMs: number): Promise<void> {
     const c = this.client;
     if (c.status === 'ready') return Promise.resolve();
     return new Promise((resolve, reject) => {
@@ -262,7 +333,33 @@ export class RedisCounterStore implements CounterStore {
     const L = req.limit;
     const g = req.global;
     let p: Promise<Reply>;
-    if (g === undefined) {
+    const d = this.decisions;
+    if (d !== undefined) {
+      // Rejections are CounterStoreErrors already (respToStoreError).
+      const key = this.#keyHeads[shard] + req.key;
+      if (g === undefined) {
+        p = d.evalsha(ADMIT_SCRIPT, [key], [ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost]) as Promise<Reply>;
+      } else {
+        const G = g.limit;
+        p = d.evalsha(
+          ADMIT_SCRIPT,
+          [key, globalKeys(this.#globals, this.#heads, g.name)[shard]!],
+          [
+            ALGORITHM_CODE[L.algorithm],
+            L.rate,
+            L.burst,
+            L.intervalMs,
+            req.cost,
+            ALGORITHM_CODE[G.algorithm],
+            G.rate,
+            G.burst,
+            G.intervalMs,
+            req.cost * n,
+          ],
+        ) as Promise<Reply>;
+      }
+      if (this.#candidateHeads === undefined) return figures ? p.then(toResult) : p;
+    } else if (g === undefined) {
       p = this.#cmd.rlAdmit1(this.#keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost);
     } else {
       const G = g.limit;
@@ -282,7 +379,7 @@ export class RedisCounterStore implements CounterStore {
       );
     }
     if (!figures) {
-      const reply = p.then(undefined, toStoreError);
+      const reply = d !== undefined ? p : p.then(undefined, toStoreError);
       if (this.#candidateHeads !== undefined) {
         const enforced = reply.then(toResult);
         enforced.catch(() => undefined); // the caller handles the reply's rejection
@@ -290,7 +387,7 @@ export class RedisCounterStore implements CounterStore {
       }
       return reply;
     }
-    const result = p.then(toResult, toStoreError);
+    const result = d !== undefined ? p.then(toResult) : p.then(toResult, toStoreError);
     if (this.#candidateHeads !== undefined) this.#shadow(req, shard, result);
     return result;
   }
@@ -348,6 +445,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   async close(): Promise<void> {
+    await this.decisions?.close();
     try {
       await this.client.quit();
     } catch {
@@ -375,6 +473,14 @@ function toStoreError(err: unknown): never {
     throw new CounterStoreError('counter_store_timeout', 'redis: no answer within the deadline', err);
   }
   throw new CounterStoreError('counter_store_unavailable', 'redis: the counter store cannot answer', err);
+}
+
+/** The decisions' connection's failures as the store's typed errors (no second handler per call). */
+function respToStoreError(err: RespCallError | RespError): CounterStoreError {
+  if (err instanceof RespCallError && err.kind === 'timeout') {
+    return new CounterStoreError('counter_store_timeout', 'redis: no answer within the deadline', err);
+  }
+  return new CounterStoreError('counter_store_unavailable', 'redis: the counter store cannot answer', err);
 }
 
 function parseNode(s: string): { host: string; port: number } {

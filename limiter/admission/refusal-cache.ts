@@ -74,9 +74,7 @@ export interface RefusalCacheOptions {
 }
 
 /** The Redis store as this layer uses it. */
-export type ReplyStore = Pick<RedisCounterStore, 'admitReply' | 'shards' | 'ready' | 'close'> & {
-  readonly client: { on(event: string, fn: (...args: unknown[]) => void): unknown };
-};
+export type ReplyStore = Pick<RedisCounterStore, 'admitReply' | 'shards' | 'ready' | 'close' | 'onConnectionEvent'>;
 
 interface Entry {
   limit: LimitParams;
@@ -90,8 +88,6 @@ interface Entry {
   /** Local monotonic time after which every bucket held is at rest (the entry refuses nothing). */
   restAt: number;
 }
-
-const CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end', '+node', '-node', 'node error'];
 
 /** Redis time at most `elapsed` ms of local time after `redisNow`: 1 ms for TIME's truncation, 0.1% for clock rates. */
 export function redisTimeBound(redisNow: number, elapsed: number): number {
@@ -132,7 +128,7 @@ export class RefusalCache implements CounterStore {
     this.#active = opts.active ?? (() => true);
     this.#onLocal = opts.onLocalRefusal;
     this.#globalCredited = opts.globalCredited ?? (() => false);
-    for (const ev of CONNECTION_EVENTS) store.client.on(ev, () => this.clear());
+    store.onConnectionEvent(() => this.clear());
   }
 
   /** Subjects remembered now. */

@@ -74,7 +74,7 @@ export interface RespConnectionOptions {
    * Turns a failure into what callers receive (the counter store maps to its own typed errors),
    * so a call's promise needs no second handler.
    */
-  mapError?: (err: RespCallError | RespError) => unknown;
+  mapError?: (err: RespCallError | RespError) => Error;
 }
 
 // A call waiting for its reply.
@@ -119,7 +119,7 @@ export class RespConnection extends EventEmitter {
   readonly #password: string | undefined;
   readonly #db: number;
   readonly #writer = new RespWriter();
-  readonly #mapError: (err: RespCallError | RespError) => unknown;
+  readonly #mapError: (err: RespCallError | RespError) => Error;
   // FIFO of slots: a ring buffer.
   #ring: (Slot | undefined)[] = new Array<Slot | undefined>(256);
   #head = 0;
@@ -208,7 +208,7 @@ export class RespConnection extends EventEmitter {
   #push(script: RespScript | undefined, bytes: Buffer, start: number, end: number): Promise<RespValue> {
     return new Promise<RespValue>((resolve, reject) => {
       const slot: Slot = {
-        resolve: resolve as (v: never) => void,
+        resolve: resolve,
         reject,
         deadline: performance.now() + this.#opts.deadlineMs,
         done: false,
@@ -317,7 +317,7 @@ export class RespConnection extends EventEmitter {
 
   #internalSlot(resolve: (v: RespValue) => void, reject: (e: unknown) => void): Slot {
     return {
-      resolve: resolve as (v: never) => void,
+      resolve: resolve,
       reject,
       deadline: Infinity,
       done: false,

@@ -166,7 +166,7 @@ t.test('Redis paused, then killed, with a lease and a local refusal live', async
       `Redis dead: ${during.join(' ')}`,
     );
     redis = await spawnRedisServer({ bin, dir, choosePort: async () => port });
-    await waitFor(() => store.client.status === 'ready', { timeoutMs: 10_000, what: 'the sidecar to reconnect' });
+    await waitFor(() => store.status === 'ready', { timeoutMs: 10_000, what: 'the sidecar to reconnect' });
     t.equal(local.size, 0, 'the reconnect dropped every local refusal (the new Redis has no state)');
     s.clock.advance(5_000);
     const after: number[] = [];

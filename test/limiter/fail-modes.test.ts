@@ -155,7 +155,7 @@ t.test('Redis dies and comes back: fail open meanwhile, then half-open probes re
   t.equal(during[5]!.headers['x-ratelimit-limit'], '2', 'headers keep the quota’s own limit while failing open');
 
   redis = await spawnRedisServer({ bin, dir, choosePort: async () => port });
-  await waitFor(() => store.client.status === 'ready', { timeoutMs: 10_000, what: 'the sidecar’s Redis client to reconnect' });
+  await waitFor(() => store.status === 'ready', { timeoutMs: 10_000, what: 'the sidecar’s Redis client to reconnect' });
   t.equal(s.sidecar.breaker.state, 'open', 'still open until the cool-down passes (no call reached Redis)');
 
   s.clock.advance(5_000);

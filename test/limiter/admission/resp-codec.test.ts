@@ -5,7 +5,14 @@
  * and the encoder's bytes as Redis reads them.
  */
 import t from 'tap';
-import { encodeCommand, RespError, RespParser, RespProtocolError, RespWriter, type RespValue } from '../../../limiter/admission/resp-codec.js';
+import {
+  encodeCommand,
+  RespError,
+  RespParser,
+  RespProtocolError,
+  RespWriter,
+  type RespValue,
+} from '../../../limiter/admission/resp-codec.js';
 
 function parseAll(chunks: Buffer[]): RespValue[] {
   const out: RespValue[] = [];
@@ -32,7 +39,11 @@ const CASES: [string, string, RespValue][] = [
   ['nil array', '*-1\r\n', null],
   ['empty array', '*0\r\n', []],
   ['error', '-ERR wrong number of arguments\r\n', new RespError('ERR wrong number of arguments')],
-  ['an admission reply', '*11\r\n:1\r\n:0\r\n:10\r\n:9\r\n:1795000001000\r\n:0\r\n:1795000000000\r\n:1\r\n:9000\r\n:1795000000000\r\n:1000\r\n', [1, 0, 10, 9, 1795000001000, 0, 1795000000000, 1, 9000, 1795000000000, 1000]],
+  [
+    'an admission reply',
+    '*11\r\n:1\r\n:0\r\n:10\r\n:9\r\n:1795000001000\r\n:0\r\n:1795000000000\r\n:1\r\n:9000\r\n:1795000000000\r\n:1000\r\n',
+    [1, 0, 10, 9, 1795000001000, 0, 1795000000000, 1, 9000, 1795000000000, 1000],
+  ],
   [
     'nested arrays with every type',
     '*5\r\n:1\r\n*2\r\n$3\r\nabc\r\n*1\r\n:-2\r\n$-1\r\n-NOSCRIPT No matching script\r\n+PONG\r\n',
@@ -134,7 +145,9 @@ t.test('the encoder writes what Redis reads', async (t) => {
   w.arrayHeader(1);
   w.bulk('end');
   parts.push(Buffer.from(w.take()!));
-  const want = Array.from({ length: 50 }, (_, i) => `*2\r\n$${`key:${i}`.length}\r\nkey:${i}\r\n$${String(i).length}\r\n${i}\r\n`).join('') + '*1\r\n$3\r\nend\r\n';
+  const want =
+    Array.from({ length: 50 }, (_, i) => `*2\r\n$${`key:${i}`.length}\r\nkey:${i}\r\n$${String(i).length}\r\n${i}\r\n`).join('') +
+    '*1\r\n$3\r\nend\r\n';
   t.equal(Buffer.concat(parts).toString('latin1'), want);
   t.equal(w.take(), undefined, 'nothing left');
 });
