@@ -101,7 +101,9 @@ export function validateAccessClaims(payload: Record<string, unknown>, want: Cla
   const sub = requiredString(payload, 'sub');
   const userId = optionalString(payload, 'user_id');
   if (userId !== undefined && userId !== sub) throw new TokenError('claim_invalid', 'token claim user_id does not match sub');
-  const scope = payload.scope === undefined ? '' : requiredString(payload, 'scope', MAX_SCOPE_LENGTH);
+  // Absent and empty mean the same (no scope): identity writes `scope: ""` into a token granted only
+  // OpenID scopes (openid, profile), which are not API scopes, and services decide on its role.
+  const scope = payload.scope === undefined || payload.scope === '' ? '' : requiredString(payload, 'scope', MAX_SCOPE_LENGTH);
 
   const claims: {
     -readonly [K in keyof AccessClaims]: AccessClaims[K];

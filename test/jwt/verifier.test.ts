@@ -158,6 +158,17 @@ t.test('happy path: an ES256 access token verifies and yields its claims', async
   t.equal(jose.payload.jti, got.jti, 'jose accepts the token too');
 });
 
+t.test('an empty scope claim is no scope, as an absent one (identity writes it for OpenID-only grants)', async (t) => {
+  const clock = fakeClock();
+  const v = staticVerifier(t, clock);
+  const got = await v.verifyAccessToken(sign(claimsAt(clock, { scope: '' }), { key: rs }));
+  t.equal(got.scope, '');
+  await t.rejects(v.verifyAccessToken(sign(claimsAt(clock, { scope: 42 as unknown as string }), { key: rs })), {
+    code: 'invalid_token',
+    message: /scope/,
+  });
+});
+
 t.test('happy path: an RS256 access token verifies', async (t) => {
   const clock = fakeClock();
   const v = staticVerifier(t, clock);
