@@ -134,6 +134,8 @@ export class RespConnection extends EventEmitter {
   readonly #loadedAt = new Map<RespScript, number>();
   #lastError: Error | undefined;
   #closing: Promise<void> | undefined;
+  // close() was called: no reconnect.
+  #ending = false;
 
   constructor(opts: RespConnectionOptions) {
     super();
@@ -424,7 +426,7 @@ export class RespConnection extends EventEmitter {
     this.#connectTimer = undefined;
     socket.destroy();
     const wasReady = this.#status === 'ready';
-    const ending = this.#closing !== undefined;
+    const ending = this.#ending;
     if (!ending && err.message !== 'redis: connection closed') {
       this.#lastError = err;
       this.emit('error', err);
@@ -478,6 +480,7 @@ export class RespConnection extends EventEmitter {
    */
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
+    this.#ending = true;
     clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = undefined;
     const socket = this.#socket;
@@ -495,6 +498,8 @@ export class RespConnection extends EventEmitter {
         this.#status = 'end';
         this.#enqueue(this.#internalSlot(noop, noop));
         socket.end(encodeCommand(['QUIT']));
+        // A Redis that never answers the QUIT: dropped after the connect timeout.
+        setTimeout(() => this.#fail(socket, new Error('redis: closed')), this.#opts.connectTimeoutMs).unref();
       } else {
         this.#fail(socket, new Error('redis: closed'));
       }

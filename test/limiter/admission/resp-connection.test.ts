@@ -21,6 +21,7 @@ import { ALGORITHM_CODE, ALGORITHMS, CounterStoreError, RedisCounterStore, type 
 import { useRedis } from '../../harness/redis.js';
 import { findRedisServer, startRedisServer } from '../../harness/redis-server.js';
 import { waitFor } from '../../harness/wait.js';
+import { freePort } from '../../harness/ports.js';
 import type { TestContext } from '../../harness/db.js';
 import { costArb, gapArb, limitArb, START_MS } from './models.js';
 
@@ -295,4 +296,14 @@ t.test('a Redis of our own: NOSCRIPT, deadlines, a killed connection', async (t)
     const e = await failure(c.call(['PING']));
     t.equal((e as RespCallError).kind, 'unavailable');
   });
+});
+
+t.test('close() while never connected: ended at once, no reconnect scheduled', async (t) => {
+  const port = await freePort();
+  const c = new RespConnection({ url: `redis://127.0.0.1:${port}`, deadlineMs: 100, connectTimeoutMs: 2000 });
+  const e = await failure(c.call(['PING']));
+  t.equal((e as RespCallError).kind, 'unavailable', 'refused at once (no offline queue)');
+  await c.close();
+  t.equal(c.status, 'end');
+  t.equal(c.listenerCount('ready'), 0);
 });
