@@ -32,7 +32,8 @@
  *   Redis; `forget(key)` drops a subject's entries at once (wired to the quota cache);
  * - Redis losing its data (a restart without persistence, a fail-over to a lagging replica): the
  *   whole cache is dropped on every connection event of either of the store's connections
- *   (`onConnectionEvent`: `ready`, `close`, `reconnecting`, cluster node changes) and on every failed call; a `FLUSHALL` without a reconnect is not seen;
+ *   (`onConnectionEvent`: `ready`, `close`, `reconnecting`, cluster node changes) and on every
+ *   failed call; a `FLUSHALL` without a reconnect is not seen;
  * - a Redis clock stepped forward (NTP) admits earlier than its own numbers said: not seen;
  * - lease give-backs (lease.ts) credit the global bucket, so while any quota is approximate
  *   (`globalCredited()`) the global bucket's remembered state is not used: only refusals by the
