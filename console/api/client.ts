@@ -54,9 +54,19 @@ export interface ServiceClientOptions {
   timeoutMs: number;
 }
 
-/** A path segment, percent-encoded (ids in paths come from forms and URLs). */
+/**
+ * A path segment, percent-encoded (ids in paths come from forms, URLs and other APIs' answers).
+ * `encodeURIComponent` leaves `.` alone, and URL parsing resolves a `.` or `..` segment (also
+ * `%2e` spelled any way), so `/templates/../render` would reach `/render`; an empty segment makes
+ * `/subjects//quota`, which the services' router reads as `/subjects/quota`. Such an id names
+ * nothing: refused as not found before any request is made.
+ */
 export function seg(value: string): string {
-  return encodeURIComponent(value);
+  const s = encodeURIComponent(value);
+  if (s === '' || /^(\.|%2e){1,2}$/i.test(s)) {
+    throw new ApiError('console', { title: 'Not found', status: 404, code: 'not_found', detail: `"${value}" is not an id` });
+  }
+  return s;
 }
 
 export function serviceClient(opts: ServiceClientOptions): ServiceClient {

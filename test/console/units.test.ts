@@ -16,6 +16,7 @@ import { safeReturnTo } from '../../console/web.js';
 import { validateQuotaForm } from '../../console/pages/quotas.js';
 import { parseTemplateData } from '../../console/pages/templates.js';
 import { redriveSummary } from '../../console/pages/dlq.js';
+import { seg } from '../../console/api/client.js';
 
 const EVIL = `<script>alert("x")</script>' onmouseover='steal()' & "quoted"`;
 
@@ -211,4 +212,13 @@ t.test('template sample data and re-drive summaries', async (t) => {
     { kind: 'success', text: '2 re-driven, 1 already re-driven.' },
   );
   t.same(redriveSummary([{ id: 'a', result: 'not_found' }]), { kind: 'info', text: '1 not found.' });
+});
+
+t.test('an id in an API path stays one segment: no dot segments, no empty segment', async (t) => {
+  const base = 'http://notifier.internal:8083/api/v1/admin/templates';
+  for (const id of ['a/b', '?x=1', '#frag', '%2e%2e', '.%2E', '..x', 'a b', '...'])
+    t.equal(new URL(`${base}/${seg(id)}/render`).pathname.split('/').length, 7, `${JSON.stringify(id)} is one segment`);
+  for (const id of ['.', '..', '']) {
+    t.throws(() => seg(id), { name: 'ApiError', problem: { status: 404, code: 'not_found' } }, `${JSON.stringify(id)} is refused`);
+  }
 });
