@@ -4,7 +4,7 @@
  * - `GET /auth/login?return_to=/path`: a pending sign-in (state, nonce, PKCE verifier) kept
  *   server-side under the id in the sign-in cookie, then 303 to identity's `/authorize`;
  * - `GET /auth/callback?code&state&iss`: the pending sign-in taken (once), `state` compared in
- *   constant time, `iss` checked (RFC 9207), the code redeemed on the back channel, the ID token
+ *   constant time, `iss` required and checked (RFC 9207), the code redeemed on the back channel, the ID token
  *   verified; only a user whose role is `admin` gets a session, then 303 to `return_to`;
  * - `POST /auth/logout` (CSRF-checked): the session and its tokens forgotten, the cookie cleared.
  */
@@ -74,7 +74,10 @@ export function registerAuthRoutes(app: TemplatedApp, edge: EdgeOptions, deps: A
       }
       const iss = ctx.query.get('iss');
       const code = ctx.query.get('code');
-      if ((iss !== null && iss !== deps.issuer) || !code)
+      // Required, not only compared when present: identity advertises
+      // authorization_response_iss_parameter_supported, and RFC 9207 §2.4 then has the client
+      // refuse an answer without it.
+      if (iss !== deps.issuer || !code)
         return web.page({
           status: 400,
           title: 'Sign-in not completed',

@@ -183,6 +183,23 @@ t.test('the console over HTTP', async (t) => {
     t.equal(p.console.sessions.get(id), undefined, 'the session is gone');
   });
 
+  await t.test(
+    "a callback without identity's iss is refused (identity advertises it, RFC 9207 §2.4), and its code is not redeemed",
+    async (t) => {
+      const login = await fetch(`${p.consoleUrl}/auth/login`, { redirect: 'manual' });
+      const signInCookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
+      const r = await browserSignIn(login.headers.get('location')!, OPERATOR.email, OPERATOR.password);
+      const back = new URL(r.location!);
+      t.ok(back.searchParams.get('iss'), 'identity sends iss');
+      back.searchParams.delete('iss');
+      const before = p.console.sessions.size;
+      const cb = await fetch(back, { redirect: 'manual', headers: { cookie: signInCookie } });
+      t.equal(cb.status, 400, 'refused');
+      t.notOk(cb.headers.get('set-cookie')?.includes('console_session='), 'no session cookie');
+      t.equal(p.console.sessions.size, before, 'no session made');
+    },
+  );
+
   await t.test('sign-out forgets the session', async (t) => {
     ({ cookie, id, csrf } = await signInAgain());
     const res = await post(port, '/auth/logout', { cookie, origin: p.consoleUrl, body: `_csrf=${encodeURIComponent(csrf)}` });
