@@ -1,8 +1,9 @@
 /**
  * Signing an operator in and out (console/README.md, "Sign-in"):
  *
- * - `GET /auth/login?return_to=/path`: a pending sign-in (state, nonce, PKCE verifier) kept
- *   server-side under the id in the sign-in cookie, then 303 to identity's `/authorize`;
+ * - `GET /auth/login?return_to=/path`: a pending sign-in (state, nonce, PKCE verifier) sealed
+ *   into the sign-in cookie (nothing kept server-side: auth/sessions.ts), then 303 to identity's
+ *   `/authorize`;
  * - `GET /auth/callback?code&state&iss`: the pending sign-in taken (once), `state` compared in
  *   constant time, `iss` required and checked (RFC 9207), the code redeemed on the back channel, the ID token
  *   verified; only a user whose role is `admin` gets a session, then 303 to `return_to`;

@@ -8,10 +8,15 @@
  * refresh token stops working. The store is bounded: past `maxSessions` the least recently used
  * session is dropped.
  *
- * Pending sign-ins (state, nonce, PKCE verifier, where to go after) are kept the same way for 10
- * minutes, keyed by the id in the sign-in cookie, and used once.
+ * A pending sign-in (state, nonce, PKCE verifier, where to go after) is not kept here: it is the
+ * sign-in cookie itself, sealed (AES-256-GCM under a key made at start), for 10 minutes. Anyone can
+ * start a sign-in with one GET /auth/login, so a server-side table of them either grows without
+ * bound or, capped, lets a flood of them push out the one an operator is completing. Only a
+ * sign-in that reached the callback is remembered (its id, until its 10 minutes are over), so it
+ * is used once; that set is capped too, past which the oldest is forgotten (only a stolen cookie
+ * with its state could use it again, and the code it carried is single-use at identity anyway).
  */
-import { randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Clock } from '../../shared/clock.js';
 import type { Flash, Operator } from '../page.js';
 import { newCsrfToken } from './csrf.js';
@@ -48,6 +53,16 @@ export interface PendingSignIn {
 
 export const SIGN_IN_TTL_MS = 10 * 60_000;
 
+/** A pending sign-in as sealed in its cookie (short names: the cookie is at most 4 KiB). */
+interface SealedSignIn {
+  i: string;
+  s: string;
+  n: string;
+  v: string;
+  r: string;
+  t: number;
+}
+
 function newId(): string {
   return randomBytes(32).toString('base64url');
 }
@@ -57,19 +72,22 @@ export interface SessionStoreOptions {
   idleMs: number;
   maxMs: number;
   maxSessions?: number;
-  maxPending?: number;
+  /** Sign-ins remembered as used (default 100,000). */
+  maxUsedSignIns?: number;
 }
 
 export class SessionStore {
   // Map iteration order is insertion order: re-inserting on use keeps the least recently used first.
   private readonly sessions = new Map<string, Session>();
-  private readonly pending = new Map<string, PendingSignIn>();
+  /** Ids of sign-ins taken, with when they began (insertion order is oldest first). */
+  private readonly usedSignIns = new Map<string, number>();
+  private readonly sealKey = randomBytes(32);
   private readonly maxSessions: number;
-  private readonly maxPending: number;
+  private readonly maxUsedSignIns: number;
 
   constructor(private readonly o: SessionStoreOptions) {
     this.maxSessions = o.maxSessions ?? 10_000;
-    this.maxPending = o.maxPending ?? 10_000;
+    this.maxUsedSignIns = o.maxUsedSignIns ?? 100_000;
   }
 
   get size(): number {
@@ -109,21 +127,35 @@ export class SessionStore {
     if (id) this.sessions.delete(id);
   }
 
-  /** Starts a sign-in; returns the id for the sign-in cookie. */
+  /** Starts a sign-in; returns the sign-in cookie's value (the sign-in, sealed; base64url). */
   begin(p: Omit<PendingSignIn, 'createdAt'>): string {
-    const id = newId();
-    this.pending.set(id, { ...p, createdAt: this.o.clock.now() });
-    while (this.pending.size > this.maxPending) this.pending.delete(this.pending.keys().next().value!);
-    return id;
+    // A browser keeps a cookie of at most 4 KiB: a very long way back is given up for the home page.
+    const r = Buffer.byteLength(p.returnTo) > 2000 ? '/' : p.returnTo;
+    const sealed: SealedSignIn = { i: newId(), s: p.state, n: p.nonce, v: p.codeVerifier, r, t: this.o.clock.now() };
+    const iv = randomBytes(12);
+    const c = createCipheriv('aes-256-gcm', this.sealKey, iv);
+    const body = Buffer.concat([c.update(JSON.stringify(sealed), 'utf8'), c.final()]);
+    return Buffer.concat([iv, c.getAuthTag(), body]).toString('base64url');
   }
 
-  /** The pending sign-in with this id, removed (it is used once); undefined once expired. */
-  take(id: string | undefined): PendingSignIn | undefined {
-    if (!id) return undefined;
-    const p = this.pending.get(id);
-    this.pending.delete(id);
-    if (!p || this.o.clock.now() - p.createdAt >= SIGN_IN_TTL_MS) return undefined;
-    return p;
+  /** The sign-in sealed in this cookie value, marked used (it is taken once); undefined once expired, used, altered or forged. */
+  take(cookie: string | undefined): PendingSignIn | undefined {
+    if (!cookie || cookie.length > 8192) return undefined;
+    const raw = Buffer.from(cookie, 'base64url');
+    if (raw.length < 29) return undefined;
+    let sealed: SealedSignIn;
+    try {
+      const d = createDecipheriv('aes-256-gcm', this.sealKey, raw.subarray(0, 12));
+      d.setAuthTag(raw.subarray(12, 28));
+      sealed = JSON.parse(Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8')) as SealedSignIn;
+    } catch {
+      return undefined;
+    }
+    const now = this.o.clock.now();
+    if (now - sealed.t >= SIGN_IN_TTL_MS || this.usedSignIns.has(sealed.i)) return undefined;
+    this.usedSignIns.set(sealed.i, sealed.t);
+    while (this.usedSignIns.size > this.maxUsedSignIns) this.usedSignIns.delete(this.usedSignIns.keys().next().value!);
+    return { state: sealed.s, nonce: sealed.n, codeVerifier: sealed.v, returnTo: sealed.r, createdAt: sealed.t };
   }
 
   /** Forgets expired sessions and sign-ins (run every minute). */
@@ -131,6 +163,6 @@ export class SessionStore {
     const now = this.o.clock.now();
     for (const [id, s] of this.sessions)
       if (now - s.lastSeenAt >= this.o.idleMs || now - s.createdAt >= this.o.maxMs) this.sessions.delete(id);
-    for (const [id, p] of this.pending) if (now - p.createdAt >= SIGN_IN_TTL_MS) this.pending.delete(id);
+    for (const [id, t] of this.usedSignIns) if (now - t >= SIGN_IN_TTL_MS) this.usedSignIns.delete(id);
   }
 }

@@ -150,6 +150,19 @@ t.test('sessions end when idle, at their maximum age, and on delete; sign-ins ar
   t.equal(small.get(b.id), undefined, 'the least recently used one is dropped');
 });
 
+t.test('sign-ins others start by the thousand do not evict one in progress; an altered or forged sign-in cookie is none', async (t) => {
+  const clock = new FakeClock(1_000_000);
+  const store = new SessionStore({ clock, idleMs: 60_000, maxMs: 120_000 });
+  const mine = store.begin({ state: 'mine', nonce: 'n', codeVerifier: 'v', returnTo: '/quotas' });
+  // An anonymous client can start a sign-in with one GET /auth/login, as often as it likes.
+  for (let i = 0; i < 10_001; i++) store.begin({ state: `s${i}`, nonce: 'n', codeVerifier: 'v', returnTo: '/' });
+  clock.advance(60_000);
+  t.same(store.take(mine), { state: 'mine', nonce: 'n', codeVerifier: 'v', returnTo: '/quotas', createdAt: 1_000_000 }, 'mine completes');
+  t.equal(store.take(mine), undefined, 'once');
+  t.equal(store.take(mine.slice(0, -2) + (mine.endsWith('AA') ? 'BA' : 'AA')), undefined, 'a sign-in cookie altered is none');
+  t.equal(store.take('A'.repeat(43)), undefined, 'one the console never made is none');
+});
+
 t.test('PKCE S256 and the return path after sign-in', async (t) => {
   // RFC 7636 appendix B.
   t.equal(codeChallenge('dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk'), 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM');
