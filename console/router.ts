@@ -162,15 +162,24 @@ export function registerPages(app: TemplatedApp, edge: EdgeOptions, pages: reado
     const router: PageRouter = {
       get: (pattern, handler) => route(app, 'get', pattern, handle(page, 'get', handler), edge),
       post: (pattern, handler) => route(app, 'post', pattern, handle(page, 'post', handler), edge),
-      // The fields before the file pass the same checks as any POST before the file is read.
-      upload: (pattern, handler, opts) =>
+      // The fields before the file pass the same checks as any POST before the file is read. The
+      // checks that need no body (a session, the Origin) run before a byte of it is read: else
+      // anyone could have the console parse up to maxBytes of a body only to be sent to sign in.
+      upload: (pattern, handler, opts) => {
+        const multipart = multipartForm((req, file) => handle(page, 'post', (ctx) => handler(ctx, file))(req));
         streamRoute(
           app,
           'post',
           pattern,
-          multipartForm((req, file) => handle(page, 'post', (ctx) => handler(ctx, file))(req)),
+          (sctx) =>
+            web.session(sctx) && sameOrigin(sctx.headers, web.d.origin)
+              ? multipart(sctx)
+              : handle(page, 'post', () => {
+                  throw new Error('unreachable: refused without a session or from another origin');
+                })({ ...sctx, body: Buffer.alloc(0) }),
           { ...edge, maxBodyBytes: opts.maxBytes },
-        ),
+        );
+      },
     };
     page.register(router);
   }

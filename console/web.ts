@@ -66,7 +66,7 @@ export class Web {
   }
 
   /** The signed-in session of a request, if any. */
-  session(ctx: RequestContext): Session | undefined {
+  session(ctx: Pick<RequestContext, 'headers'>): Session | undefined {
     return this.d.sessions.get(parseCookies(ctx.headers.cookie).get(this.d.cookies.session));
   }
 

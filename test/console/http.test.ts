@@ -5,7 +5,8 @@
  * served by content hash with a year's immutable caching; a forged session cookie is no session.
  */
 import t from 'tap';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { waitFor } from '../harness/wait.js';
 import { loadConfig } from '../../shared/config.js';
 import { startConsole } from '../../console/app.js';
 import { consoleConfig } from '../../console/config.js';
@@ -162,6 +163,37 @@ t.test('the console over HTTP', async (t) => {
     }
     const cb = await fetch(`${p.consoleUrl}/auth/callback?code=x&state=y`, { redirect: 'manual' });
     t.equal(cb.status, 400, 'a callback this browser did not start is refused');
+  });
+
+  await t.test('an upload without a session or from another origin is answered before its body is read', async (t) => {
+    // Headers announcing 100 MB and one line of it: the answer must come without the rest.
+    const partial = (headers: string[]) =>
+      new Promise<{ res: string; socket: Socket }>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let res = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (d: string) => (res += d));
+        socket.on('error', reject);
+        socket.write(
+          [
+            'POST /segments/upload HTTP/1.1',
+            `Host: 127.0.0.1:${port}`,
+            ...headers,
+            'Content-Type: multipart/form-data; boundary=b',
+            'Content-Length: 100000000',
+            '',
+            '--b\r\nContent-Disposition: form-data; name="segment_id"\r\n\r\nx\r\n',
+          ].join('\r\n'),
+        );
+        waitFor(() => res.includes('\r\n\r\n'), { what: 'an answer before the body' }).then(() => resolve({ res, socket }), reject);
+      });
+    const anon = await partial([]);
+    anon.socket.destroy();
+    t.equal(statusOf(anon.res), 303, 'no session: to sign in');
+    t.match(anon.res, /\r\nlocation: \/auth\/login\?return_to=%2Fsegments\r\n/i);
+    const foreign = await partial([`Cookie: ${cookie}`, 'Origin: https://evil.example']);
+    foreign.socket.destroy();
+    t.equal(statusOf(foreign.res), 403, 'another origin: refused');
   });
 
   await t.test('an access token about to expire is refreshed through identity, out of the browser’s sight', async (t) => {
