@@ -10,6 +10,7 @@ import { CHANNELS, getDeadLetter, listDeadLetters, redrive, type DeadLetter, typ
 import type { ConsolePage, Flash, PageContext, PageResult } from '../page.js';
 import { formCall, timeEl } from './ops-format.js';
 import { badge } from './notifications.js';
+import { safeReturnTo } from '../web.js';
 
 const OUTCOME_TEXT: Record<RedriveResult['result'], string> = {
   redriven: 're-driven',
@@ -164,9 +165,13 @@ async function entryPage(ctx: PageContext): Promise<PageResult> {
   return ctx.render({ title: `Dead letter ${e.id.slice(0, 8)}`, body });
 }
 
-/** Only a path under /dlq may be gone back to. */
-function backOf(raw: string | null): string {
-  return raw && raw.startsWith('/dlq') && !raw.startsWith('//') ? raw : '/dlq';
+/**
+ * Only a path under /dlq may be gone back to. It becomes the Location header as it is, and uWS
+ * writes a header value's CR/LF unchanged: anything safeReturnTo refuses (control characters) is
+ * refused here too.
+ */
+export function backOf(raw: string | null): string {
+  return raw && (raw === '/dlq' || raw.startsWith('/dlq?') || raw.startsWith('/dlq/')) && safeReturnTo(raw) === raw ? raw : '/dlq';
 }
 
 async function redrivePost(ctx: PageContext): Promise<PageResult> {

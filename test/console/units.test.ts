@@ -15,7 +15,7 @@ import { errorFor, field } from '../../console/forms.js';
 import { safeReturnTo } from '../../console/web.js';
 import { validateQuotaForm } from '../../console/pages/quotas.js';
 import { parseTemplateData } from '../../console/pages/templates.js';
-import { redriveSummary } from '../../console/pages/dlq.js';
+import { backOf, redriveSummary } from '../../console/pages/dlq.js';
 import { seg } from '../../console/api/client.js';
 
 const EVIL = `<script>alert("x")</script>' onmouseover='steal()' & "quoted"`;
@@ -234,4 +234,11 @@ t.test('an id in an API path stays one segment: no dot segments, no empty segmen
   for (const id of ['.', '..', '']) {
     t.throws(() => seg(id), { name: 'ApiError', problem: { status: 404, code: 'not_found' } }, `${JSON.stringify(id)} is refused`);
   }
+});
+
+t.test("the re-drive form's way back is a /dlq path with no control characters (it becomes a Location header as is)", async (t) => {
+  t.equal(backOf('/dlq?channel=email&all=true'), '/dlq?channel=email&all=true');
+  t.equal(backOf('/dlq/abc'), '/dlq/abc');
+  for (const bad of [null, '', '/quotas', 'https://evil.example/dlq', '/dlq\r\nSet-Cookie: a=b', '/dlq\nx', '/dlqx'])
+    t.equal(backOf(bad), '/dlq', `${JSON.stringify(bad)} goes to /dlq`);
 });
