@@ -167,7 +167,8 @@ function campaignPage(ctx: PageContext, c: CampaignView, refusal?: Refusal): Pag
       : html`<p class="stopped" role="status">
           Stopped ${timeEl(c.stopped_at)} by ${c.stopped_by ?? 'unknown'}${c.stop_reason ? html`: ${c.stop_reason}` : ''}.
         </p>`;
-  const live = moving(c);
+  // A refusal is the answer to a POST: reloading it would offer to send the form again.
+  const live = moving(c) && refusal === undefined;
   return ctx.render({
     title: `Campaign ${id}`,
     status: refusal ? 422 : 200,
