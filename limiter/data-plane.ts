@@ -21,7 +21,7 @@
  */
 import { Buffer } from 'node:buffer';
 import type { Dispatcher } from 'undici';
-import type { HttpRequest, HttpResponse, TemplatedApp } from '../shared/uws.js';
+import { forEachHeader, type HttpRequest, type HttpResponse, type TemplatedApp } from '../shared/uws.js';
 import { isPlatformError, PlatformError, type ErrorCode } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import type { Clock } from '../shared/clock.js';
@@ -386,7 +386,7 @@ export class DataPlane {
     }
     const method = req.getCaseSensitiveMethod().toUpperCase();
     resetScan();
-    req.forEachHeader(scanHeader);
+    forEachHeader(req, scanHeader);
     const h: Scan = scan;
     const framing = this.framingRefusal(h);
     if (framing) {

@@ -7,7 +7,7 @@ import { Buffer } from 'node:buffer';
 import type { Logger } from './log.js';
 import { isPlatformError, PlatformError, toProblem, PROBLEM_CONTENT_TYPE } from './errors.js';
 import { databaseUnavailable, isDatabaseUnavailable } from './db-errors.js';
-import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
+import { forEachHeader, type HttpRequest, type HttpResponse, type TemplatedApp } from './uws.js';
 import type { Registry } from 'prom-client';
 import { BodyStream } from './body-stream.js';
 
@@ -169,7 +169,7 @@ export function errorReply(err: unknown, log: Logger, ctx?: { method: string; pa
 
 function collect(req: HttpRequest, res: HttpResponse, rawParams: readonly string[]): Omit<RequestContext, 'body' | 'aborted'> {
   const headers: Record<string, string> = {};
-  req.forEachHeader((k, v) => {
+  forEachHeader(req, (k, v) => {
     headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
   });
   const params: string[] = [];

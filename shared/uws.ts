@@ -1,17 +1,20 @@
 /**
  * The one place that imports uWebSockets.js.
  *
- * We install uWS.js as the npm alias `uWebSockets.js` → `@rjweb/uws@1.5.0` (the official release is
- * published only on GitHub, which our machines cannot reach). That build names two µSockets
- * functions differently (`closeSocket`, `getSocketPort`) and its ESM wrapper exports the official
- * names as undefined. Everything else imports from here, so moving to the official release is a
- * package.json change plus this file.
+ * The official uWS.js release is published only on GitHub, which our machines cannot reach, so we
+ * install a build from the npm registry under the alias `uWebSockets.js`. Which one is decided by
+ * measurement: limiter/README.md "Which uWS build" holds the conformance table, and
+ * test/limiter/uws-conformance.test.ts checks the installed build against it. The builds that load
+ * here name a few functions differently (@rjweb/uws: `closeSocket`, `getSocketPort`,
+ * `req.forEachHeader`; the official API: `us_listen_socket_close`, `us_socket_local_port`,
+ * `req.forEach`), so everything else imports from here and a change of build is a package.json
+ * change that this file absorbs.
  */
 import { createRequire } from 'node:module';
 import type * as UwsTypes from 'uWebSockets.js';
 
 const require = createRequire(import.meta.url);
-// The CommonJS entry has every function under its real name; the ESM wrapper does not.
+// The CommonJS entry has every function under its real name; an ESM wrapper may not.
 const uws = require('uWebSockets.js') as typeof UwsTypes & Record<string, unknown>;
 
 export type HttpRequest = UwsTypes.HttpRequest;
@@ -25,19 +28,45 @@ type CloseFn = (socket: ListenSocket) => void;
 type PortFn = (socket: ListenSocket) => number;
 
 /** Closes a listen socket (official name `us_listen_socket_close`). */
-export const closeListenSocket: CloseFn = (uws['us_listen_socket_close'] as CloseFn | undefined) ?? uws['closeSocket'];
+export const closeListenSocket: CloseFn = uws['us_listen_socket_close'] ?? (uws['closeSocket'] as CloseFn);
 
 /** The local port a listen socket is bound to (official name `us_socket_local_port`). */
-export const listenSocketPort: PortFn = (uws['us_socket_local_port'] as PortFn | undefined) ?? uws['getSocketPort'];
+export const listenSocketPort: PortFn = uws['us_socket_local_port'] ?? (uws['getSocketPort'] as PortFn);
 
-/** Listens on host:port; resolves with the socket and the bound port, rejects if the port is taken. */
+/**
+ * Whether the loaded module is a native uWS build. @trufflesuite/uws-js-unofficial falls back, with
+ * only a console.warn, to a pure-Node imitation when no binary matches the Node ABI; that fallback
+ * has none of the parser behaviour the edge is tested for, so the conformance test refuses it.
+ */
+export const nativeBuild: boolean = typeof closeListenSocket === 'function' && typeof uws['getParts'] === 'function';
+
+type HeaderVisitor = (key: string, value: string) => void;
+type ForEach = (this: HttpRequest, cb: HeaderVisitor) => void;
+
+/**
+ * Calls `cb` with each request header (lower-case name, value as the build gives it). The official
+ * API calls it `forEach`; @rjweb/uws renames it `forEachHeader`. Resolved once per request object
+ * shape, not per call.
+ */
+export function forEachHeader(req: HttpRequest, cb: HeaderVisitor): void {
+  const r = req as unknown as { forEach?: ForEach; forEachHeader?: ForEach };
+  (r.forEach ?? r.forEachHeader)!.call(req, cb);
+}
+
+/**
+ * Listens on host:port; resolves with the socket and the bound port, rejects if the port is taken.
+ *
+ * Every build here listens with SO_REUSEPORT: a second process (or thread) listening on the same
+ * port gets a socket too and the kernel splits the connections between them. So a failure is not
+ * "another process of ours holds it" but a port held by a socket without SO_REUSEPORT, another
+ * user's, or an address that cannot be bound; uWS gives no reason.
+ */
 export function listen(app: TemplatedApp, host: string, port: number): Promise<{ socket: ListenSocket; port: number }> {
   return new Promise((resolve, reject) => {
     app.listen(host, port, (socket) => {
-      // uWS binds exclusively and gives no reason; in practice it is a port in use.
       if (socket === false)
         reject(
-          Object.assign(new Error(`port ${port} is in use (cannot listen on ${host}:${port})`), {
+          Object.assign(new Error(`cannot listen on ${host}:${port} (port in use without SO_REUSEPORT, or the address cannot be bound)`), {
             code: 'EADDRINUSE',
             address: host,
             port,

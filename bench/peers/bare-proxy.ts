@@ -15,7 +15,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { Pool, type Dispatcher } from 'undici';
-import { App, listen, type HttpRequest, type HttpResponse } from '../../shared/uws.js';
+import { App, forEachHeader, listen, type HttpRequest, type HttpResponse } from '../../shared/uws.js';
 
 const port = Number(process.argv[2]);
 const origin = process.argv[3];
@@ -128,7 +128,7 @@ const app = App();
 app.any('/*', (res: HttpResponse, req: HttpRequest) => {
   headers = [];
   host = '';
-  req.forEachHeader(copyHeader);
+  forEachHeader(req, copyHeader);
   const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
   const h = headers;
   h.push(
