@@ -137,10 +137,25 @@ const operations: Record<string, OperationSpec> = {
     tags: ['admin'],
     security: ORDERS,
     body: {
-      schema: obj({ projector: str, ids: { type: 'array', items: { type: ['string', 'integer'] } } }, ['projector', 'ids']),
+      schema: obj({ projector: str, ids: { type: 'array', items: { type: 'integer', minimum: 1 } } }, ['projector', 'ids']),
       required: false,
     },
-    responses: { '200': { schema: open('What was re-driven') } },
+    responses: {
+      '200': {
+        schema: {
+          ...obj({
+            redriven: { ...int, minimum: 0, description: 'Dead letters applied now, marked redriven' },
+            failed: {
+              ...int,
+              minimum: 0,
+              description: 'Dead letters refused or failed again: still open, attempts raised, error replaced, nothing written',
+            },
+            remaining: { ...int, minimum: 0, description: 'Open dead letters left of the re-driven projectors' },
+          }),
+          description: 'Only what really projected counts as redriven (identity/events/dead-letters.ts)',
+        },
+      },
+    },
     errors: [400, 401, 403, 415, 503],
   },
   // ── operators: OAuth clients (identity/clients/admin-endpoint.ts) ──

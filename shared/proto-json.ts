@@ -80,6 +80,16 @@ export function fromJson<Desc extends DescMessage>(schema: Desc, json: unknown, 
 }
 
 /**
+ * The checks of {@link fromJson} without building the message: throws as it does, else returns.
+ * For stored documents that are checked far more often than they are used as messages (identity's
+ * event payloads, checked before every projection).
+ */
+export function checkJson(schema: DescMessage, json: unknown, options: FromJsonOptions = {}): void {
+  if (!isObject(json)) throw new PlatformError('bad_request', { detail: `expected a JSON object for ${schema.name}` });
+  messageFromJson(schema, json, '', options.ignoreUnknownFields ?? false);
+}
+
+/**
  * Parses JSON text into a message.
  *
  * @throws PlatformError `invalid_json` when the text is not JSON; otherwise as {@link fromJson}.

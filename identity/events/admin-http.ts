@@ -6,7 +6,7 @@
  * | `GET /auth/admin/projections` | each projector: live and rebuilding generation, positions, open dead letters |
  * | `POST /auth/admin/projections/{name}/rebuild` | replays the log into a new generation; the live model switches when it has caught up (202) |
  * | `GET /auth/admin/dead-letters?projector=&status=` | dead letters (default: open ones) |
- * | `POST /auth/admin/dead-letters/redrive` | re-drives open dead letters after a fix; body `{ "projector"?, "ids"? }` |
+ * | `POST /auth/admin/dead-letters/redrive` | re-drives open dead letters after a fix; body `{ "projector"?, "ids"? }`; answers `{ redriven, failed, remaining }`, where only what really projected counts as redriven (dead-letters.ts) |
  */
 import { invalidField, PlatformError } from '../../shared/errors.js';
 import { jsonBody, route, type EdgeOptions, type RequestContext } from '../../shared/http.js';

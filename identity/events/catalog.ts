@@ -60,7 +60,10 @@ export const userRegisteredV1toV2: Upcaster = (v1) => {
 const spec = (schema: DescMessage, stream: EventSpec['stream'], upcasters: readonly Upcaster[] = []): EventSpec =>
   Object.freeze({ schema, stream, upcasters, version: upcasters.length + 1 });
 
-export const EVENT_CATALOG: Readonly<Record<EventType, EventSpec>> = Object.freeze({
+/** Event type → its spec. The service reads with {@link EVENT_CATALOG}; an event store can be given another (a later build's). */
+export type EventCatalog = Readonly<Record<EventType, EventSpec>>;
+
+export const EVENT_CATALOG: EventCatalog = Object.freeze({
   UserRegistered: spec(UserRegisteredSchema, 'user', [userRegisteredV1toV2]),
   UserEmailUpdated: spec(UserEmailUpdatedSchema, 'user'),
   UserProfilePicUpdated: spec(UserProfilePicUpdatedSchema, 'user'),

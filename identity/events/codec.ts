@@ -1,11 +1,11 @@
 /**
  * Between domain events and stored rows. Writing goes through the proto contract (shared/proto-json:
  * strict on the way in, complete records on the way out), so nothing off-contract is ever stored.
- * Reading upcasts older schema versions to the current one and does not validate again: stored
- * events are facts, and the projectors that read them tolerate missing fields.
+ * Reading upcasts older schema versions to the current one and does not validate: stored events
+ * are facts. What a projector may be given is checked after upcasting, in payload-check.ts.
  */
 import { fromJson, toJson, type JsonRecord } from '../../shared/proto-json.js';
-import { EVENT_CATALOG, isEventType } from './catalog.js';
+import { EVENT_CATALOG, isEventType, type EventCatalog } from './catalog.js';
 import type { DomainEvent } from './event-data.js';
 
 /** An event as handed to the store: type, schema version and JSON payload. */
@@ -28,12 +28,17 @@ export function encodeEvent(event: DomainEvent): EncodedEvent {
 }
 
 /**
- * Brings a stored payload of `schemaVersion` up to its type's current version. Unknown types (from
- * a newer writer) and versions newer than this build knows are returned as they are.
+ * Brings a stored payload of `schemaVersion` up to its type's current version in `catalog`. Unknown
+ * types (from a newer writer) and versions newer than this build knows are returned as they are.
  */
-export function upcast(type: string, schemaVersion: number, data: JsonRecord): { schemaVersion: number; data: JsonRecord } {
+export function upcast(
+  type: string,
+  schemaVersion: number,
+  data: JsonRecord,
+  catalog: EventCatalog = EVENT_CATALOG,
+): { schemaVersion: number; data: JsonRecord } {
   if (!isEventType(type)) return { schemaVersion, data };
-  const spec = EVENT_CATALOG[type];
+  const spec = catalog[type];
   let version = schemaVersion;
   let out = data;
   while (version < spec.version) {

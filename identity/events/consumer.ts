@@ -4,8 +4,14 @@
  * store-sql.ts), apply them, advance the checkpoint. The read models and the checkpoint commit
  * together, so each event is applied once per generation.
  *
+ * An event whose stored payload does not fit its type (payload-check.ts: not a JSON object, or a
+ * field of the wrong type) is dead-lettered at once, before the projector sees it: retrying cannot
+ * change a stored fact.
+ *
  * A failing batch is retried event by event, each inside a savepoint, up to `maxAttempts` times;
  * an event that still fails is dead-lettered (logged, counted) and passed, and the batch goes on.
+ * The savepoints also undo whatever a failed apply had written, so a dead-lettered event leaves
+ * nothing in any read model.
  * Only failures that can be the event's fault are dead-lettered: an exception thrown by the handler
  * or a data/constraint error from PostgreSQL (SQLSTATE classes 22, 23). Anything else (a lost
  * connection, a missing table, a deadlock, a timeout) aborts the whole batch, which is retried on
@@ -15,6 +21,7 @@ import type pg from 'pg';
 import type { Logger } from '../../shared/log.js';
 import type { EventStore, RecordedEvent } from './event-store.js';
 import type { EventMetrics } from './metrics.js';
+import { payloadProblem } from './payload-check.js';
 import { DEAD_LETTER, GET_CHECKPOINT, SET_CHECKPOINT } from './projection-sql.js';
 import { consumerName, projectionContext, type Projector } from './projector.js';
 
@@ -67,13 +74,14 @@ export async function consumeBatch(
 
   const ctx = projectionContext(generation, opts.now, opts.log);
   let deadLettered = 0;
-  // A payload that is not an object (JSON null, say) cannot be projected: dead-letter it at once,
-  // log and count it, and go on with the rest.
+  // A payload that does not fit its type (JSON null, a string total) cannot be projected:
+  // dead-letter it at once, log and count it, and go on with the rest.
   const events: RecordedEvent[] = [];
   for (const event of batch.events) {
-    if (!event.malformed) events.push(event);
+    const problem = payloadProblem(event, opts.store.catalog);
+    if (problem === undefined) events.push(event);
     else {
-      await deadLetter(client, projector, event, generation, 1, 'the stored payload is not a JSON object', opts);
+      await deadLetter(client, projector, event, generation, 1, problem, opts);
       deadLettered++;
     }
   }

@@ -1,8 +1,11 @@
 /**
  * Dead letters: the events a projector gave up on (consumer.ts). After the projector (or the data
- * it depends on) is fixed, an operator re-drives them: each open dead letter of the live generation
- * is applied again, under the projector's live lock; one that now succeeds is marked `redriven`,
- * one that still fails stays `open` with its attempts and error updated.
+ * it depends on, or the upcaster that reads a badly stored payload) is fixed, an operator re-drives
+ * them: each open dead letter of the live generation goes through the same payload check as on the
+ * live path (payload-check.ts) and is applied again, under the projector's live lock, in a
+ * savepoint of its own. One that now applies is marked `redriven`; one that is refused or fails
+ * again stays `open` with its attempts raised and its error replaced, and whatever its apply had
+ * written is rolled back. The answer counts only what was applied.
  *
  * A re-driven event is applied after events that came later in the log. The read models are built
  * for that: their handlers are idempotent and their merges do not depend on order (flags, highest
@@ -15,10 +18,11 @@ import type pg from 'pg';
 import type { Clock } from '../../shared/clock.js';
 import type { Logger } from '../../shared/log.js';
 import { isPoisonError } from './consumer.js';
-import type { EventStore } from './event-store.js';
+import type { EventStore, RecordedEvent } from './event-store.js';
 import type { EventMetrics } from './metrics.js';
+import { payloadProblem } from './payload-check.js';
 import { LOCK, LOCK_NS, lockKey } from './projection-sql.js';
-import { projectionContext, type Projector } from './projector.js';
+import { projectionContext, type ProjectionContext, type Projector } from './projector.js';
 
 export interface DeadLetter {
   id: number;
@@ -88,9 +92,9 @@ export interface RedriveDeps {
 }
 
 export interface RedriveResult {
-  /** Dead letters applied successfully now. */
+  /** Dead letters applied now (marked `redriven`). */
   redriven: number;
-  /** Dead letters that failed again (still open). */
+  /** Dead letters refused or failed again (still open, attempts raised, nothing written). */
   failed: number;
   /** Open dead letters left by the filter's projectors. */
   remaining: number;
@@ -134,26 +138,30 @@ export async function redriveDeadLetters(deps: RedriveDeps, filter: Omit<DeadLet
         const ctx = projectionContext(generation, deps.clock.now(), deps.log);
         for (const letter of letters) {
           const event = events.get(letter.position);
-          await client.query('SAVEPOINT redrive');
-          try {
-            if (!event) throw new Error(`event at position ${letter.position} is missing from the log`);
-            await p.apply(client, [event], ctx);
-            await client.query('RELEASE SAVEPOINT redrive');
+          // Refused before the projector sees it, exactly as on the live path.
+          let failure: { message: string; err?: unknown } | undefined;
+          if (event === undefined) failure = { message: `event at position ${letter.position} is missing from the log` };
+          else {
+            const problem = payloadProblem(event, deps.store.catalog);
+            if (problem !== undefined) failure = { message: problem };
+            else failure = await applyInSavepoint(client, p, event, ctx);
+          }
+          if (failure === undefined) {
             await client.query(`UPDATE projection_dead_letters SET status = 'redriven', resolved_at = now() WHERE id = $1`, [letter.id]);
             out.redriven++;
             deps.metrics?.redriven.inc({ projector: p.name, outcome: 'applied' });
             deps.log.info({ projector: p.name, dead_letter: letter.id, event_id: letter.eventId }, 'dead letter re-driven');
-          } catch (err) {
-            await client.query('ROLLBACK TO SAVEPOINT redrive');
-            if (!isPoisonError(err)) throw err;
-            const message = err instanceof Error ? err.message : String(err);
+          } else {
             await client.query('UPDATE projection_dead_letters SET attempts = attempts + 1, error = $2, failed_at = now() WHERE id = $1', [
               letter.id,
-              message.slice(0, 2000),
+              failure.message.slice(0, 2000),
             ]);
             out.failed++;
             deps.metrics?.redriven.inc({ projector: p.name, outcome: 'failed' });
-            deps.log.warn({ err, projector: p.name, dead_letter: letter.id, event_id: letter.eventId }, 'dead letter failed again');
+            deps.log.warn(
+              { err: failure.err ?? failure.message, projector: p.name, dead_letter: letter.id, event_id: letter.eventId },
+              'dead letter failed again',
+            );
           }
         }
         const { rows: left } = await client.query<{ n: string }>(
@@ -171,4 +179,27 @@ export async function redriveDeadLetters(deps: RedriveDeps, filter: Omit<DeadLet
     }
   }
   return out;
+}
+
+/**
+ * Applies one event in a savepoint: undefined when it applied, else the failure, with everything
+ * the apply wrote rolled back. An error that is not the event's fault is thrown (the caller rolls
+ * the whole re-drive back).
+ */
+async function applyInSavepoint(
+  client: pg.PoolClient,
+  p: Projector,
+  event: RecordedEvent,
+  ctx: ProjectionContext,
+): Promise<{ message: string; err: unknown } | undefined> {
+  await client.query('SAVEPOINT redrive');
+  try {
+    await p.apply(client, [event], ctx);
+    await client.query('RELEASE SAVEPOINT redrive');
+    return undefined;
+  } catch (err) {
+    await client.query('ROLLBACK TO SAVEPOINT redrive');
+    if (!isPoisonError(err)) throw err;
+    return { message: err instanceof Error ? err.message : String(err), err };
+  }
 }

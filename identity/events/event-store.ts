@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { JsonRecord } from '../../shared/proto-json.js';
+import { EVENT_CATALOG, type EventCatalog } from './catalog.js';
 import { encodeEvent, upcast, type EncodedEvent } from './codec.js';
 import { ConcurrencyError } from './errors.js';
 import type { DomainEvent } from './event-data.js';
@@ -34,7 +35,7 @@ export interface RecordedEvent {
   readonly recordedAt: number;
   /**
    * The stored payload was not a JSON object (JSON null, an array, a scalar): `data` is then `{}`
-   * and readers must not trust it; the projection consumer dead-letters such an event.
+   * and readers must not trust it; no projector is given such an event (payload-check.ts).
    */
   readonly malformed?: true;
 }
@@ -83,13 +84,23 @@ export interface ReadAllResult {
 export interface EventStoreOptions {
   /** Called after an append outside a caller's transaction has committed (wake the projectors). */
   onAppended?: (result: AppendResult) => void;
+  /**
+   * The upcasters events are read through, and the contracts their payloads are checked against
+   * before projection. Default: this build's {@link EVENT_CATALOG}.
+   */
+  catalog?: EventCatalog;
 }
 
 export class EventStore {
+  /** What this store reads with (see {@link EventStoreOptions.catalog}). */
+  readonly catalog: EventCatalog;
+
   constructor(
     readonly pool: pg.Pool,
     private readonly opts: EventStoreOptions = {},
-  ) {}
+  ) {
+    this.catalog = opts.catalog ?? EVENT_CATALOG;
+  }
 
   /**
    * Appends `events` to `streamId` if the stream is at `expectedVersion` (0: the stream must not
@@ -161,14 +172,14 @@ export class EventStore {
   /** The stream's events after `afterVersion` (default: all), in stream order, upcast. */
   async readStream(streamId: string, opts: { afterVersion?: number; client?: Queryable } = {}): Promise<RecordedEvent[]> {
     const { rows } = await (opts.client ?? this.pool).query<EventRow>({ ...READ_STREAM, values: [streamId, opts.afterVersion ?? 0] });
-    return rows.map(toRecorded);
+    return rows.map((r) => toRecorded(r, this.catalog));
   }
 
   /** The events at the given global positions, upcast, in position order. */
   async readPositions(positions: readonly number[], client?: Queryable): Promise<RecordedEvent[]> {
     if (positions.length === 0) return [];
     const { rows } = await (client ?? this.pool).query<EventRow>({ ...READ_POSITIONS, values: [positions] });
-    return rows.map(toRecorded);
+    return rows.map((r) => toRecorded(r, this.catalog));
   }
 
   /**
@@ -182,7 +193,7 @@ export class EventStore {
     const last = rows[rows.length - 1];
     const events: RecordedEvent[] = [];
     // Rows of other types come without their payload; `wanted` tells them from a stored JSON null.
-    for (const r of rows) if (r.wanted) events.push(toRecorded(r));
+    for (const r of rows) if (r.wanted) events.push(toRecorded(r, this.catalog));
     return { events, next: last ? { tx: last.tx, position: Number(last.position) } : after, scanned: rows.length };
   }
 }
@@ -191,9 +202,11 @@ function isObject(v: unknown): v is JsonRecord {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function toRecorded(r: EventRow): RecordedEvent {
+function toRecorded(r: EventRow, catalog: EventCatalog): RecordedEvent {
   const stored = isObject(r.data) ? r.data : undefined;
-  const { schemaVersion, data } = stored ? upcast(r.event_type, r.schema_version, stored) : { schemaVersion: r.schema_version, data: {} };
+  const { schemaVersion, data } = stored
+    ? upcast(r.event_type, r.schema_version, stored, catalog)
+    : { schemaVersion: r.schema_version, data: {} };
   return {
     ...(stored ? {} : { malformed: true as const }),
     position: Number(r.position),

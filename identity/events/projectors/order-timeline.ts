@@ -6,8 +6,7 @@
  * index is also the one reads use. The card token of PaymentProcessed is left out: the timeline is
  * for people, and the token is for the payment provider only.
  */
-import { EVENT_CATALOG, ORDER_EVENT_TYPES } from '../catalog.js';
-import type { EventType } from '../event-data.js';
+import { ORDER_EVENT_TYPES } from '../catalog.js';
 import type { Projector } from '../projector.js';
 import { entityId } from '../projector.js';
 
@@ -49,10 +48,11 @@ export const orderTimelineProjector: Projector = {
   async apply(client, events, ctx) {
     if (events.length === 0) return;
     const t = ctx.table('order_timeline');
-    // Events stored in their current shape are copied inside the database (no round trip of the
-    // payload); an event type with older versions goes through its upcast payload.
-    const copied = events.filter((e) => EVENT_CATALOG[e.type as EventType]?.version === 1);
-    const upcast = events.filter((e) => EVENT_CATALOG[e.type as EventType]?.version !== 1);
+    // An event read as it was stored (schema version 1: nothing upcast it) is copied inside the
+    // database, with no round trip of the payload; any other goes through the payload readers see,
+    // which is the one the payload check passed (an upcaster may have repaired the stored one).
+    const copied = events.filter((e) => e.schemaVersion === 1);
+    const upcast = events.filter((e) => e.schemaVersion !== 1);
     if (copied.length > 0) {
       await client.query({
         text: `INSERT INTO ${t} (event_id, order_id, stream_version, position, event_type, data, recorded_at)

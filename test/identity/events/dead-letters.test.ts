@@ -134,3 +134,50 @@ t.test('an event whose stored payload is not an object (JSON null, an array) is 
   );
   t.match(await registry.metrics(), /identity_projection_dead_letters_total\{projector="order_search"[^}]*\} 2\n/, 'counted');
 });
+
+t.test('re-driving an event whose stored payload is not an object fails again and writes nothing', async (t) => {
+  const { log } = captureLogger();
+  const letters = (await listDeadLetters(pool, { status: 'open' })).filter((l) => l.error === 'the stored payload is not a JSON object');
+  t.equal(letters.length, 2);
+  const ids = letters.map((l) => l.id);
+  const result = await redriveDeadLetters({ pool, store, projectors: [orderSearchProjector], clock, log }, { ids });
+  t.match(result, { redriven: 0, failed: 2 }, 'not reported as re-driven');
+  const after = await listDeadLetters(pool, { ids });
+  t.same(
+    after.map((l) => [l.status, l.attempts, l.error]),
+    letters.map(() => ['open', 2, 'the stored payload is not a JSON object']),
+  );
+  const { rows } = await pool.query(`SELECT order_id FROM order_search_g1 WHERE order_id IN ('null', 'array')`);
+  t.same(rows, [], 'no order_search row, not even a customerless one');
+});
+
+t.test('a projector that wrote before it failed leaves nothing behind, on the live path and on a re-drive', async (t) => {
+  const { log } = captureLogger();
+  let failAfterWriting = true;
+  const halfway: Projector = {
+    ...orderSearchProjector,
+    async apply(client, events, ctx) {
+      await orderSearchProjector.apply(client, events, ctx);
+      if (failAfterWriting && events.some((e) => e.data.total === 66.6)) throw new TypeError('failed after writing its row');
+    },
+  };
+  const runner = testRunner(pool, store, [halfway], { clock, log, maxAttempts: 2 });
+  await store.append('order-half', 0, [placed('half', 66.6)]);
+  await store.append('order-whole', 0, [placed('whole', 70)]);
+  await runner.drain();
+  const rowsOf = async () => (await pool.query(`SELECT order_id FROM order_search_g1 WHERE order_id = 'half'`)).rows;
+  t.match(await read.order('whole'), { total: 70 }, 'the rest of its batch is projected');
+  t.same(await rowsOf(), [], 'the row it wrote before failing was rolled back');
+  const [letter] = (await listDeadLetters(pool, { status: 'open' })).filter((l) => l.error === 'failed after writing its row');
+  t.match(letter, { attempts: 2 });
+
+  const deps = { pool, store, projectors: [halfway], clock, log };
+  t.match(await redriveDeadLetters(deps, { ids: [letter!.id] }), { redriven: 0, failed: 1 });
+  t.same(await rowsOf(), [], 'a failed re-drive wrote nothing either');
+  t.match((await listDeadLetters(pool, { ids: [letter!.id] }))[0], { status: 'open', attempts: 3 });
+
+  failAfterWriting = false;
+  t.match(await redriveDeadLetters(deps, { ids: [letter!.id] }), { redriven: 1, failed: 0 });
+  t.match(await read.order('half'), { total: 66.6, status: 'placed' });
+  t.match((await listDeadLetters(pool, { ids: [letter!.id] }))[0], { status: 'redriven' });
+});
