@@ -11,12 +11,11 @@ import { fetchDocument, record, responseValidator } from '../../openapi/helpers.
 import { waitFor } from '../../harness/wait.js';
 
 const id = await startTestIdentity(t, 'identity_redrive_http');
-const doc = await fetchDocument(t, id.base);
-const valid = responseValidator(doc);
-await id.signup('ann@example.test', 'correct horse battery', 'admin');
-const admin = await id.login('ann@example.test', 'correct horse battery');
 
 t.test('re-drive with nothing fixed answers failed, keeps the dead letters open and writes nothing', async (t) => {
+  const valid = responseValidator(await fetchDocument(t, id.base));
+  await id.signup('ann@example.test', 'correct horse battery', 'admin');
+  const admin = await id.login('ann@example.test', 'correct horse battery');
   const insert = (stream: string, json: string) =>
     id.pool.query(
       `INSERT INTO events (stream_id, stream_version, event_type, schema_version, event_id, data)
