@@ -8,7 +8,7 @@ import type { Test } from 'tap';
 import { create } from '@bufbuild/protobuf';
 import type { DescMessage } from '@bufbuild/protobuf';
 import { PlatformError } from '../../shared/errors.js';
-import { enumFromJson, enumJsonNames, enumToJson, fromJson, fromJsonString, toJson } from '../../shared/proto-json.js';
+import { checkJson, enumFromJson, enumJsonNames, enumToJson, fromJson, fromJsonString, toJson } from '../../shared/proto-json.js';
 import { AccessTokenClaimsSchema, Role } from '../../proto/gen/identity/v1/identity_pb.js';
 import {
   Channel,
@@ -30,16 +30,22 @@ import {
 } from '../../proto/gen/quota/v1/quota_pb.js';
 import { contractFiles } from './files.js';
 
+/** Both fromJson and checkJson (its checks alone) refuse `json` alike. */
 function rejects(t: Test, schema: DescMessage, json: unknown, field: string, detail: RegExp): void {
-  try {
-    fromJson(schema, json);
-    t.fail(`accepted ${JSON.stringify(json)}`);
-  } catch (err) {
-    t.ok(err instanceof PlatformError, 'a PlatformError');
-    const e = err as PlatformError;
-    t.equal(e.code, 'invalid_field', `code for ${JSON.stringify(json)}`);
-    t.equal(e.field, field, 'names the field');
-    t.match(e.detail, detail, 'says what is wrong');
+  for (const [name, read] of [
+    ['fromJson', fromJson],
+    ['checkJson', checkJson],
+  ] as const) {
+    try {
+      read(schema, json);
+      t.fail(`${name} accepted ${JSON.stringify(json)}`);
+    } catch (err) {
+      t.ok(err instanceof PlatformError, 'a PlatformError');
+      const e = err as PlatformError;
+      t.equal(e.code, 'invalid_field', `${name}: code for ${JSON.stringify(json)}`);
+      t.equal(e.field, field, 'names the field');
+      t.match(e.detail, detail, 'says what is wrong');
+    }
   }
 }
 
@@ -172,7 +178,9 @@ t.test('unknown fields, camelCase names and two oneof members are refused', asyn
 t.test('the body must be a JSON object; JSON text must parse', async (t) => {
   for (const body of [null, [], 'x', 1]) {
     t.throws(() => fromJson(QuotaSchema, body), { code: 'bad_request' }, JSON.stringify(body));
+    t.throws(() => checkJson(QuotaSchema, body), { code: 'bad_request' }, `checkJson ${JSON.stringify(body)}`);
   }
+  t.equal(checkJson(QuotaSchema, { rate: 5, routes: [{ methods: ['GET'] }] }), undefined, 'checkJson accepts what fromJson does');
   t.throws(() => fromJsonString(QuotaSchema, '{"rate":'), { code: 'invalid_json' });
   t.equal(fromJsonString(QuotaSchema, '{"rate":5}').rate, 5);
 });
