@@ -175,7 +175,8 @@ export const ENV = {
     optional: true,
     secret: true,
     services: ['limiter', 'notifier', 'identity', 'start'],
-    description: 'Shared secret the sidecar sends upstream in X-Subject-Secret; upstreams trust X-Subject, X-Subject-Role and X-Subject-Address (the client address) only with it',
+    description:
+      'Shared secret the sidecar sends upstream in X-Subject-Secret; upstreams trust X-Subject, X-Subject-Role and X-Subject-Address (the client address) only with it',
     parse: nonEmpty,
   }),
   // ── limiter (sidecar) ─────────────────────────────────────────────────────

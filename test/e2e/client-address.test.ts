@@ -113,6 +113,23 @@ function throttledPage(t: Test, r: SignInResult, what: string): void {
 const ABUSER = '203.0.113.66';
 const OTHERS = Array.from({ length: 30 }, (_v, i) => `203.0.113.${i + 1}`).filter((a) => a !== ABUSER);
 
+t.test("the issue's reproduction: 20 wrong passwords from 20 clients of a trusted proxy throttle none of the others", async (t) => {
+  await fresh();
+  await id.signup('repro@example.com', PASSWORD);
+  for (let i = 1; i <= PER_IP; i++) {
+    const r = await login(trusted.url, `repro${i}@example.com`, WRONG, { 'x-forwarded-for': `203.0.113.${i}` });
+    t.equal(r.status, 401);
+  }
+  const next = await login(trusted.url, 'repro@example.com', PASSWORD, { 'x-forwarded-for': '203.0.113.200' });
+  t.equal(next.status, 200, 'a right password from another client signs in (was 429 login_throttled)');
+  const rows = await ipRows();
+  t.equal(rows.length, PER_IP, 'one row per client');
+  t.ok(
+    rows.every((r) => /^203\.0\.113\.\d+=1$/.test(r)),
+    'each with its one failure; none for the source address (was 127.0.0.1=20)',
+  );
+});
+
 t.test('behind a trusted proxy, 30 client addresses: the one abuser is throttled, the others sign in', async (t) => {
   await fresh();
   t.equal(OTHERS.length + 1, 30, '30 addresses');

@@ -1,3 +1,4 @@
+// @tier: pure
 /**
  * shared/sidecar-trust.ts: the sidecar's X-Subject-Address is the client address only with the
  * right X-Subject-Secret; X-Forwarded-For is never read, whatever it says and whoever sent it.
