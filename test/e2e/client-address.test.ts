@@ -111,7 +111,7 @@ function throttledPage(t: Test, r: SignInResult, what: string): void {
 }
 
 const ABUSER = '203.0.113.66';
-const OTHERS = Array.from({ length: 30 }, (_v, i) => `203.0.113.${i + 1}`).filter((a) => a !== ABUSER);
+const OTHERS = Array.from({ length: 29 }, (_v, i) => `203.0.113.${i + 1}`);
 
 t.test("the issue's reproduction: 20 wrong passwords from 20 clients of a trusted proxy throttle none of the others", async (t) => {
   await fresh();
