@@ -572,19 +572,19 @@ t.test('LIMITER_TRUST_PROXY=true: ours are appended to the proxy’s, and the pe
   isProblem(t, third, 429, 'rate_limited');
   const other = await forwarded(t, wire(['GET /token HTTP/1.1', `Host: ${HOST}`, 'X-Forwarded-For: 2.2.2.2, 10.0.0.2']), port);
   t.same(headerValues(other.seen, 'x-subject'), ['ip:10.0.0.2'], 'another last entry: another bucket');
-  const keyed = await forwarded(
+  t.equal(up.requests.length, before + 1, 'the 429 was not forwarded');
+  const signedIn = await forwarded(
     t,
     wire([
       'GET /v1/addr HTTP/1.1',
       `Host: ${HOST}`,
-      `X-API-Key: ${KEY}`,
+      `Authorization: Bearer ${ALICE}`,
       'X-Subject-Address: 6.6.6.6',
       'X-Forwarded-For: 6.6.6.6, 10.0.0.3',
     ]),
     port,
   );
-  t.same(headerValues(keyed.seen, 'x-subject-address'), ['10.0.0.3'], 'an API-key request too: the last entry, not the forgery');
-  t.equal(up.requests.length, before + 1, 'the 429 was not forwarded');
+  t.same(headerValues(signedIn.seen, 'x-subject-address'), ['10.0.0.3'], 'a signed-in request too: the last entry, not the forgery');
 });
 
 // ── Authorization schemes ───────────────────────────────────────────────────────────────────────
