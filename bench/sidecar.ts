@@ -679,7 +679,7 @@ async function benchmark(): Promise<void> {
         `refused, while every key keeps coming back as its tokens come due. The issue's "10× a limit of 10/s" is scaled to the rate ` +
         `this machine can offer (\`--abuse-rps\`); the non-2xx share in the table says how close a run came to ${ABUSE_MULTIPLE}×.`,
       `- Floor: bench/peers/bare-proxy.ts, uWS + undici \`dispatch\` as the sidecar uses them, forwarding the same header set ` +
-        `(client headers minus hop-by-hop, X-Subject, X-Subject-Role, X-Forwarded-For/-Host/-Proto/-Port, Forwarded; the rate-limit ` +
+        `(client headers minus hop-by-hop, X-Subject, X-Subject-Role, X-Subject-Address, X-Forwarded-For/-Host/-Proto/-Port, Forwarded; the rate-limit ` +
         `response headers as constant strings), no decision, no hashing, no canonical path.`,
       ...(BASELINE
         ? [

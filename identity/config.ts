@@ -27,7 +27,7 @@ export const identityConfig = pick(ENV, [
   'IDENTITY_PROJECTION_MAX_ATTEMPTS',
   'IDENTITY_WAREHOUSE_WINDOW',
   'IDENTITY_ORDER_SELF_DELETE_MAX_TOTAL',
-  // accounts: signup, login throttling (identity/accounts); SERVICE_SECRET to trust the sidecar's X-Forwarded-For
+  // accounts: signup, login throttling (identity/accounts); SERVICE_SECRET to trust the sidecar's X-Subject-Address
   'SERVICE_SECRET',
   'IDENTITY_LOGIN_MAX_FAILURES_PER_ACCOUNT',
   'IDENTITY_LOGIN_MAX_FAILURES_PER_IP',

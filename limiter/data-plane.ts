@@ -258,6 +258,8 @@ class Pending {
     readonly headers: string[],
     /** This route's body limit. */
     readonly maxBody: number,
+    /** The client address the sidecar decided on (X-Subject-Address). */
+    readonly address: string,
   ) {}
 
   abort(): void {
@@ -411,6 +413,8 @@ export class DataPlane {
     let caller: Caller | undefined;
     let token: string | undefined;
     let proof: CheckedProof | undefined;
+    // The client address (X-Subject-Address upstream), when an address caller needs it first.
+    let address: string | undefined;
     if (h.apiKey !== '') caller = keyCaller(h.apiKey);
     else if (h.authorization !== '' && isBearer(h.authorization)) {
       try {
@@ -428,7 +432,8 @@ export class DataPlane {
         return;
       }
     } else if (route.auth === 'optional') {
-      caller = ipCaller(this.clientIp(peerOf(res), h));
+      address = this.clientIp(peerOf(res), h);
+      caller = ipCaller(address);
     } else if (h.authorization !== '') {
       writeProblem(res, 'invalid_token', ONLY_BEARER, BEARER_CHALLENGE);
       return;
@@ -471,10 +476,13 @@ export class DataPlane {
       const listed = connectionTokens(h.connection);
       if (listed) headers = headers.filter((_v, i, a) => !listed.has(a[i - (i % 2)]!));
     }
-    this.forwardingHeaders(peerOf(res), h, headers);
+    const peer = peerOf(res);
+    // Without LIMITER_TRUST_PROXY this is the peer string itself: nothing new is allocated.
+    address ??= this.clientIp(peer, h);
+    this.forwardingHeaders(peer, h, headers);
 
     this.o.inFlight.inc();
-    const p = new Pending(this, res, method, path, query, route, headers, maxBody);
+    const p = new Pending(this, res, method, path, query, route, headers, maxBody, address);
     p.arrived = arrived;
     res.onAborted(() => p.abort());
 
@@ -557,7 +565,10 @@ export class DataPlane {
     return undefined;
   }
 
-  /** The address a request is limited by: the peer, or with LIMITER_TRUST_PROXY the address the trusted proxy appended. */
+  /**
+   * The client address: the peer, or with LIMITER_TRUST_PROXY the address the trusted proxy
+   * appended. The per-IP cap counts by it and upstreams get it as X-Subject-Address.
+   */
   private clientIp(peer: string, h: Scan): string {
     if (!this.o.trustProxy || h.forwardedFor === '') return peer;
     // One trusted hop: the last entry is the one it added; the ones before it are the client's word.
@@ -717,7 +728,9 @@ export class DataPlane {
     }
     if (p.bodyError) return;
     const headers = p.headers;
-    headers.push('x-subject', caller.subject, 'x-subject-role', caller.role);
+    // X-Subject-Address: the one client address upstreams limit and log by (README, "Trust of the
+    // client address"); like X-Subject, believed only with X-Subject-Secret.
+    headers.push('x-subject', caller.subject, 'x-subject-role', caller.role, 'x-subject-address', p.address);
     if (this.o.serviceSecret !== undefined) headers.push('x-subject-secret', this.o.serviceSecret);
     p.rateLimitHeaders = rl;
     if (p.bodyReady) this.forward(p);

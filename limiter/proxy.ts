@@ -84,6 +84,8 @@ const RESPONSE_DROP = new Set([...HOP_BY_HOP, 'date']);
 export function dropRequestHeader(lowerName: string): boolean {
   return (
     HOP_BY_HOP.has(lowerName) ||
+    // Every X-Subject* name is ours (X-Subject, -Role, -Address, -Secret, and any future one):
+    // a client's copy never reaches an upstream, whatever its case or suffix.
     lowerName.startsWith('x-subject') ||
     lowerName === 'x-api-key' ||
     lowerName === 'x-forwarded-for' ||

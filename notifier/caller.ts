@@ -4,7 +4,7 @@
  * Requests normally arrive through the sidecar, which strips any inbound `X-Subject*` headers and
  * sets `X-Subject` (`user:<id>`, `tenant:<id>`, `key:<sha256 hex>`), `X-Subject-Role` and
  * `X-Subject-Secret` (= SERVICE_SECRET). Those headers are trusted only when the secret matches,
- * compared in constant time; with SERVICE_SECRET unset they are never trusted. Otherwise (or
+ * compared in constant time (shared/sidecar-trust.ts); with SERVICE_SECRET unset they are never trusted. Otherwise (or
  * besides: a `tenant:` subject names no user) a bearer access token is verified here with the
  * shared verifier (shared/jwt), built on first use so a notifier reached only through the sidecar
  * never fetches keys.
@@ -13,9 +13,9 @@
  * role ({@link requireUserOrService}); operator routes need one of a set of roles
  * ({@link requireRole}).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { PlatformError } from '../shared/errors.js';
 import { isTokenError, quotaSubjectOf, type Verifier } from '../shared/jwt/index.js';
+import { sidecarTrust } from '../shared/sidecar-trust.js';
 
 export interface Caller {
   /** The subject: `user:<id>`, `tenant:<id>`, `key:<sha256 hex>`. */
@@ -54,12 +54,8 @@ const BEARER_RE = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 /** Behind the sidecar, which verified the proof: Bearer or DPoP. */
 const VOUCHED_RE = /^(?:Bearer|DPoP)[ \t]+([^\s]+)[ \t]*$/i;
 
-function digest(secret: string): Buffer {
-  return createHash('sha256').update(secret, 'utf8').digest();
-}
-
 export function createCallerResolver(opts: CallerOptions): CallerResolver {
-  const secretDigest = opts.serviceSecret === undefined ? undefined : digest(opts.serviceSecret);
+  const sidecar = sidecarTrust(opts.serviceSecret);
   const serviceRoles = opts.serviceRoles ?? DEFAULT_SERVICE_ROLES;
   let verifier: Verifier | undefined;
 
@@ -89,8 +85,7 @@ export function createCallerResolver(opts: CallerOptions): CallerResolver {
       const h = ctx.headers;
       const authorization = h['authorization'];
       const subject = h['x-subject'];
-      const presented = h['x-subject-secret'];
-      if (secretDigest && subject && presented !== undefined && timingSafeEqual(digest(presented), secretDigest)) {
+      if (subject && sidecar.vouched(h)) {
         const role = h['x-subject-role'] || 'anonymous';
         if (subject.startsWith('user:')) return { subject, role, userId: subject.slice(5), via: 'sidecar' };
         // A tenant-scoped token names a tenant as its subject; the user, when needed, is its `sub`.

@@ -175,7 +175,8 @@ export const ENV = {
     optional: true,
     secret: true,
     services: ['limiter', 'notifier', 'identity', 'start'],
-    description: 'Shared secret the sidecar sends upstream in X-Subject-Secret; upstreams trust X-Subject only with it',
+    description:
+      'Shared secret the sidecar sends upstream in X-Subject-Secret; upstreams trust X-Subject, X-Subject-Role and X-Subject-Address (the client address) only with it',
     parse: nonEmpty,
   }),
   // ── limiter (sidecar) ─────────────────────────────────────────────────────
@@ -408,7 +409,7 @@ export const ENV = {
     default: 'false',
     services: ['limiter'],
     description:
-      'One trusted proxy in front: limit by the address it appended to X-Forwarded-For, and append to its X-Forwarded-*/Forwarded headers instead of replacing them',
+      'One trusted proxy in front: limit by the address it appended to X-Forwarded-For (sent upstream as X-Subject-Address), and append to its X-Forwarded-*/Forwarded headers instead of replacing them',
     parse: bool,
   }),
   LIMITER_PUBLIC_ORIGIN: v({

@@ -6,7 +6,8 @@
  *
  * - upstream request: every client header but the hop-by-hop ones, `host`, `x-api-key` and the
  *   client's own forwarding headers, plus `x-subject`, `x-subject-role` (constants),
- *   `x-forwarded-for` (the peer address), `-host`, `-proto`, `-port` and `forwarded`;
+ *   `x-subject-address` and `x-forwarded-for` (the peer address), `-host`, `-proto`, `-port` and
+ *   `forwarded`;
  * - client response: the upstream's headers but the hop-by-hop ones and `date`, plus the six
  *   rate-limit header lines as one constant block (the sidecar sends its six in one call too).
  *
@@ -136,6 +137,8 @@ app.any('/*', (res: HttpResponse, req: HttpRequest) => {
     'key:bare-proxy',
     'x-subject-role',
     'service',
+    'x-subject-address',
+    peer,
     'x-forwarded-for',
     peer,
     'x-forwarded-host',

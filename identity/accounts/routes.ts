@@ -10,7 +10,9 @@
  * sidecar and identity's resource endpoints accept it. Every failed sign-in is the same 401
  * `invalid_credentials`, whatever the cause, and costs the same time (an unknown email is checked
  * against a dummy hash). Failures are throttled per account and per client address
- * (login-throttle.ts): 429 `login_throttled` with `Retry-After`.
+ * (login-throttle.ts): 429 `login_throttled` with `Retry-After`. The client address is the one the
+ * sidecar vouches for in `X-Subject-Address`, else the peer; never `X-Forwarded-For`
+ * (shared/sidecar-trust.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { Counter } from 'prom-client';
@@ -28,7 +30,7 @@ import type { EventStore } from '../events/event-store.js';
 import { credentialProfile } from '../oauth/credentials.js';
 import { LOGIN_TOKEN_TTL_MS, setCredentials, verifyPassword, type OAuthRuntime } from '../oauth/index.js';
 import type { Registry } from '../../shared/metrics.js';
-import { clientAddress } from './client-address.js';
+import { sidecarTrust } from '../../shared/sidecar-trust.js';
 import { accountKey, LoginThrottle, type ThrottleLimits } from './login-throttle.js';
 import { checkPassword } from './password-policy.js';
 
@@ -41,7 +43,7 @@ export interface AccountDeps {
   /** identity's registry, for the login and signup counters. */
   registry?: Registry | undefined;
   limits: ThrottleLimits;
-  /** SERVICE_SECRET: with it, the sidecar's X-Forwarded-For names the client address. */
+  /** SERVICE_SECRET: with it, the sidecar's X-Subject-Address names the client address (shared/sidecar-trust.ts). */
   serviceSecret?: string | undefined;
   clock: Clock;
   log: Logger;
@@ -66,6 +68,8 @@ const invalidCredentials = (): PlatformError =>
 export function registerAccountRoutes(app: TemplatedApp, edge: EdgeOptions, pool: pg.Pool, deps: AccountDeps): void {
   const rt = deps.oauth;
   const throttle = new LoginThrottle(pool, deps.limits, deps.clock);
+  // The client address: the sidecar's X-Subject-Address when it vouches for the request, else the peer.
+  const sidecar = sidecarTrust(deps.serviceSecret);
   const registers = deps.registry ? [deps.registry] : [];
   const attempts = new Counter({
     name: 'identity_login_attempts_total',
@@ -117,7 +121,7 @@ export function registerAccountRoutes(app: TemplatedApp, edge: EdgeOptions, pool
     'post',
     ACCOUNT_PATHS.login,
     async (ctx) => {
-      const ip = clientAddress(ctx, deps.serviceSecret);
+      const ip = sidecar.clientAddress(ctx);
       const body = jsonBody(ctx);
       onlyFields(body, ['email', 'password']);
       const email = stringField(body, 'email', 320);

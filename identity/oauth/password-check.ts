@@ -10,7 +10,7 @@
  * (credentials.ts).
  */
 import type { RequestContext } from '../../shared/http.js';
-import { clientAddress } from '../accounts/client-address.js';
+import { sidecarTrust } from '../../shared/sidecar-trust.js';
 import { accountKey, LoginThrottle } from '../accounts/login-throttle.js';
 import type { OAuthRuntime } from './runtime.js';
 
@@ -28,9 +28,11 @@ export type PasswordChecker = (
 export function passwordChecker(rt: OAuthRuntime): PasswordChecker {
   const limits = rt.settings.loginThrottle;
   const throttle = new LoginThrottle(rt.pool, limits, rt.clock);
+  // The client address: the sidecar's X-Subject-Address when it vouches for the request, else the peer.
+  const sidecar = sidecarTrust(rt.settings.serviceSecret);
   let lastPurgeMs = rt.clock.now();
   return async (ctx, email, password) => {
-    const keys = { account: accountKey(email), ip: clientAddress(ctx, rt.settings.serviceSecret) };
+    const keys = { account: accountKey(email), ip: sidecar.clientAddress(ctx) };
     const waitMs = await throttle.blockedForMs(keys);
     if (waitMs > 0) return { ok: false, reason: 'throttled', retryAfterS: Math.ceil(waitMs / 1000) };
     const userId = await rt.users.verifyPassword(email, password);

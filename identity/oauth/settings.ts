@@ -58,7 +58,7 @@ export interface OAuthSettings {
   readonly adminToken: string | undefined;
   /** The sign-in throttle's limits, the same as /auth/login's (one set of counters). */
   readonly loginThrottle: ThrottleLimits;
-  /** SERVICE_SECRET: with it, the sidecar's X-Forwarded-For names the client address. */
+  /** SERVICE_SECRET: with it, the sidecar's X-Subject-Address names the client address (shared/sidecar-trust.ts). */
   readonly serviceSecret: string | undefined;
 }
 

@@ -68,6 +68,7 @@ function expectedHead(requestLine: string, clientHeaders: string[], undiciHeader
       `forwarded: for=127.0.0.1;host=${HOST};proto=http`,
       `x-subject: ${keySubject(KEY)}`,
       'x-subject-role: service',
+      'x-subject-address: 127.0.0.1',
       `x-subject-secret: ${SERVICE_SECRET}`,
       ...undiciHeaders,
     ].join('\r\n') + '\r\n\r\n'
@@ -536,6 +537,17 @@ t.test("the client's X-Forwarded-*/Forwarded are replaced by the sidecar's: exac
   t.same(headerValues(seen, 'forwarded'), ['for=127.0.0.1;host="edge.test:8443";proto=http'], 'Forwarded, host quoted');
 });
 
+t.test("X-Subject-Address: the address the sidecar limits by; a client's own copy, in any case, never reaches the upstream", async (t) => {
+  const forged = ['X-Subject-Address: 198.51.100.66', 'x-subject-address: 198.51.100.67', 'X-SUBJECT-ADDRESS: 198.51.100.68'];
+  const keyed = await forwarded(t, withKey('GET /v1/addr HTTP/1.1', [...forged, 'X-Forwarded-For: 198.51.100.69']));
+  t.same(headerValues(keyed.seen, 'x-subject-address'), ['127.0.0.1'], 'an API-key request: the peer, once');
+  const anonymous = await forwarded(t, wire(['GET /token HTTP/1.1', `Host: ${HOST}`, ...forged, 'X-Forwarded-For: 198.51.100.69']));
+  t.same(headerValues(anonymous.seen, 'x-subject'), ['ip:127.0.0.1']);
+  t.same(headerValues(anonymous.seen, 'x-subject-address'), ['127.0.0.1'], 'an address caller: the same address as its subject');
+  const bearer = await forwarded(t, wire(['GET /v1/addr HTTP/1.1', `Host: ${HOST}`, `Authorization: Bearer ${ALICE}`, ...forged]));
+  t.same(headerValues(bearer.seen, 'x-subject-address'), ['127.0.0.1'], 'a token caller (answered after an await): the peer');
+});
+
 t.test('LIMITER_TRUST_PROXY=true: ours are appended to the proxy’s, and the per-IP cap uses the LAST X-Forwarded-For entry', async (t) => {
   const trust = await startTestSidecar(t, {
     upstream: up.url,
@@ -550,6 +562,7 @@ t.test('LIMITER_TRUST_PROXY=true: ours are appended to the proxy’s, and the pe
   t.same(headerValues(seen, 'x-forwarded-port'), ['443'], "the proxy's kept");
   t.same(headerValues(seen, 'forwarded'), [`for=203.0.113.7;proto=https, for=127.0.0.1;host=${HOST};proto=http`], 'our node appended');
   t.same(headerValues(seen, 'x-subject'), ['ip:10.0.0.1'], 'limited by the last entry');
+  t.same(headerValues(seen, 'x-subject-address'), ['10.0.0.1'], 'and upstreams are told that address, once');
 
   // Burst 2 for ip:10.0.0.1, one spent above: the client-written entries before it do not matter.
   const second = await forwarded(t, wire(['GET /token HTTP/1.1', `Host: ${HOST}`, 'X-Forwarded-For: 1.1.1.1, 10.0.0.1']), port);
@@ -560,6 +573,18 @@ t.test('LIMITER_TRUST_PROXY=true: ours are appended to the proxy’s, and the pe
   const other = await forwarded(t, wire(['GET /token HTTP/1.1', `Host: ${HOST}`, 'X-Forwarded-For: 2.2.2.2, 10.0.0.2']), port);
   t.same(headerValues(other.seen, 'x-subject'), ['ip:10.0.0.2'], 'another last entry: another bucket');
   t.equal(up.requests.length, before + 1, 'the 429 was not forwarded');
+  const signedIn = await forwarded(
+    t,
+    wire([
+      'GET /v1/addr HTTP/1.1',
+      `Host: ${HOST}`,
+      `Authorization: Bearer ${ALICE}`,
+      'X-Subject-Address: 6.6.6.6',
+      'X-Forwarded-For: 6.6.6.6, 10.0.0.3',
+    ]),
+    port,
+  );
+  t.same(headerValues(signedIn.seen, 'x-subject-address'), ['10.0.0.3'], 'a signed-in request too: the last entry, not the forgery');
 });
 
 // ── Authorization schemes ───────────────────────────────────────────────────────────────────────

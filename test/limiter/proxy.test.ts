@@ -184,6 +184,7 @@ t.test('inbound X-Subject* headers are replaced by the sidecar’s; the raw API 
       'X-Subject-Role': 'admin',
       'x-subject-secret': 'forged',
       'x-subject-tenant': 'tenant:evil',
+      'X-Subject-Address': '198.51.100.66',
     },
   });
   t.equal(r.status, 200);
@@ -191,8 +192,9 @@ t.test('inbound X-Subject* headers are replaced by the sidecar’s; the raw API 
   t.equal(echo.headers['x-subject'], keySubject(KEY), 'X-Subject is the hashed key');
   t.equal(echo.headers['x-subject-role'], 'service', 'API keys act as the service role');
   t.equal(echo.headers['x-subject-secret'], SERVICE_SECRET, 'the shared secret');
+  t.equal(echo.headers['x-subject-address'], '127.0.0.1', "X-Subject-Address is the sidecar's: the peer, not the client's forgery");
   t.notOk('x-subject-tenant' in echo.headers, 'other X-Subject* headers are stripped');
-  for (const h of ['x-subject', 'x-subject-role', 'x-subject-secret']) {
+  for (const h of ['x-subject', 'x-subject-role', 'x-subject-address', 'x-subject-secret']) {
     t.equal(echo.headerNames.filter((n) => n === h).length, 1, `${h} appears once`);
   }
   t.notOk('x-api-key' in echo.headers, 'X-API-Key is not forwarded');

@@ -11,7 +11,7 @@ const id = await startTestIdentity(t, 'identity_accounts', {
   SERVICE_SECRET: SECRET,
 });
 /** Requests that look as if the sidecar forwarded them from `ip`. */
-const from = (ip: string): Record<string, string> => ({ 'x-subject-secret': SECRET, 'x-forwarded-for': ip });
+const from = (ip: string): Record<string, string> => ({ 'x-subject-secret': SECRET, 'x-subject-address': ip });
 const login = (email: string, password: string, ip: string) =>
   id.call('POST', '/auth/login', { body: { email, password }, headers: from(ip) });
 
@@ -135,19 +135,25 @@ t.test('throttling per account: the 4th attempt within the window is 429, even w
   await id.pool.query('DELETE FROM login_failures');
 });
 
-t.test('throttling per client address, trusted from X-Forwarded-For only with the service secret', async (t) => {
+t.test('throttling per client address, trusted from X-Subject-Address only with the service secret', async (t) => {
   for (let i = 0; i < 6; i++) t.equal((await login(`user${i}@example.com`, 'wrong password', '192.0.2.7')).status, 401);
   const blocked = await login('alice@example.com', PASSWORD, '192.0.2.7');
   t.equal(blocked.status, 429);
   t.equal(blocked.json?.code, 'login_throttled');
   t.ok(Number(blocked.headers.get('retry-after')) > 0);
   t.equal((await login('alice@example.com', PASSWORD, '192.0.2.8')).status, 200, 'another address is not affected');
-  // Without the secret, X-Forwarded-For is the client's own word and is ignored: the peer address counts.
+  // Without the secret, X-Subject-Address is the client's own word and is ignored: the peer address counts.
   const spoofed = await id.call('POST', '/auth/login', {
     body: { email: 'alice@example.com', password: PASSWORD },
-    headers: { 'x-forwarded-for': '192.0.2.7', 'x-subject-secret': 'guess' },
+    headers: { 'x-subject-address': '192.0.2.7', 'x-subject-secret': 'guess' },
   });
   t.equal(spoofed.status, 200);
+  // X-Forwarded-For is never the client address, not even with the secret.
+  const chain = await id.call('POST', '/auth/login', {
+    body: { email: 'alice@example.com', password: PASSWORD },
+    headers: { 'x-forwarded-for': '192.0.2.7', 'x-subject-secret': SECRET },
+  });
+  t.equal(chain.status, 200);
   const peer = await id.pool.query<{ key: string }>(`SELECT key FROM login_failures WHERE scope = 'ip'`);
   t.same(
     peer.rows.map((r) => r.key),

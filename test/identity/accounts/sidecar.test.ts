@@ -39,7 +39,7 @@ t.test('signup and login through the sidecar, then GET /orders with the token', 
   await none.text();
 });
 
-t.test("behind the sidecar, the client's address is the one throttled (X-Forwarded-For with the service secret)", async (t) => {
+t.test("behind the sidecar, the client's address is the one throttled (X-Subject-Address with the service secret)", async (t) => {
   for (let i = 0; i < 2; i++) t.equal((await post('/auth/login', { email: `x${i}@example.com`, password: 'wrong password' })).status, 401);
   const blocked = await post('/auth/login', { email: 'edge@example.com', password: 'through the edge 123' });
   t.equal(blocked.status, 429);

@@ -21,7 +21,7 @@ const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 
 /** Headers as the sidecar forwards a request from `ip` (the throttle's client address). */
-const from = (ip: string): Record<string, string> => ({ 'x-subject-secret': SECRET, 'x-forwarded-for': ip });
+const from = (ip: string): Record<string, string> => ({ 'x-subject-secret': SECRET, 'x-subject-address': ip });
 
 async function clients(id: TestIdentity): Promise<void> {
   for (const reg of [

@@ -4,7 +4,6 @@ import { authorizeList, authorizeOrder, hasPermission, ROLE_PERMISSIONS, type Or
 import type { Role } from '../../../identity/domain/actor.js';
 import { afterFailure, blockedForMs } from '../../../identity/accounts/throttle-window.js';
 import { checkPassword } from '../../../identity/accounts/password-policy.js';
-import { clientAddress } from '../../../identity/accounts/client-address.js';
 
 const policy = { selfDeleteMaxTotal: 100 };
 const order = (extra: Partial<{ status: string; total: number }> = {}) => ({
@@ -83,12 +82,4 @@ t.test('password policy: 12 to 256 code points', async (t) => {
   t.throws(() => checkPassword('x'.repeat(11)), { code: 'invalid_field', field: 'password' });
   t.throws(() => checkPassword('x'.repeat(257)), { code: 'invalid_field', field: 'password' });
   t.throws(() => checkPassword(undefined), { code: 'invalid_field', field: 'password' });
-});
-
-t.test('client address: X-Forwarded-For only with the service secret, and only its last entry', async (t) => {
-  const ctx = (headers: Record<string, string>) => ({ headers, remoteAddress: '127.0.0.9' });
-  t.equal(clientAddress(ctx({ 'x-forwarded-for': '1.1.1.1, 2.2.2.2', 'x-subject-secret': 's3cret' }), 's3cret'), '2.2.2.2');
-  t.equal(clientAddress(ctx({ 'x-forwarded-for': '1.1.1.1', 'x-subject-secret': 'wrong' }), 's3cret'), '127.0.0.9');
-  t.equal(clientAddress(ctx({ 'x-forwarded-for': '1.1.1.1', 'x-subject-secret': 's3cret' }), undefined), '127.0.0.9');
-  t.equal(clientAddress(ctx({}), 's3cret'), '127.0.0.9');
 });
