@@ -335,6 +335,7 @@ t.test('the feedback writer refuses past its queue (503, counted) instead of hol
     webhookEvent: () => {},
     webhookRejected: (_p, reason) => void rejected.push(reason),
     unknownMessage: () => {},
+    unknownStatus: () => {},
     suppressionAdded: () => {},
     suppressedSend: () => {},
   };
