@@ -144,7 +144,10 @@ async function ses(ctx: RequestContext, o: WebhookRoutesOptions): Promise<{ body
   // window is caught by its MessageId (provider_events); this bounds how old a replay may be.
   const late = timestampProblem(env.Timestamp, o.clock.now(), o.snsMaxAgeMs);
   if (late) {
-    o.log.warn({ topic: env.TopicArn, message_id: env.MessageId, timestamp: env.Timestamp, why: late.why }, 'SNS message refused: outside the time window');
+    o.log.warn(
+      { topic: env.TopicArn, message_id: env.MessageId, timestamp: env.Timestamp, why: late.why },
+      'SNS message refused: outside the time window',
+    );
     refuse(o, 'ses', late.why, new PlatformError('webhook_message_stale', { detail: late.detail }));
   }
 

@@ -31,7 +31,11 @@ export interface FeedbackRig {
 export async function feedbackRig(
   t: TestContext,
   label: string,
-  opts: { sandbox?: SandboxOptions; core?: CoreOptions } = {},
+  opts: {
+    sandbox?: SandboxOptions;
+    core?: CoreOptions;
+    /** Other host:ports an SNS certificate may come from over http. */ certHosts?: string[];
+  } = {},
 ): Promise<FeedbackRig> {
   const sandbox = await startSandbox({ credentials: { smsAccountSid: SMS_ACCOUNT, smsAuthToken: SMS_TOKEN }, ...opts.sandbox });
   t.teardown(() => sandbox.close(1000));
@@ -43,7 +47,7 @@ export async function feedbackRig(
       FCM_URL: sandbox.url,
       SMS_ACCOUNT_SID: SMS_ACCOUNT,
       SMS_AUTH_TOKEN: SMS_TOKEN,
-      NOTIFIER_SNS_CERT_HTTP_HOSTS: `127.0.0.1:${sandbox.port}`,
+      NOTIFIER_SNS_CERT_HTTP_HOSTS: [`127.0.0.1:${sandbox.port}`, ...(opts.certHosts ?? [])].join(','),
       NOTIFIER_SES_TOPIC_ARNS: SANDBOX_TOPIC_ARN,
       ...opts.core?.env,
     },
