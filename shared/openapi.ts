@@ -207,7 +207,8 @@ export function operationalOperations(): Record<string, OperationSpec> {
       },
     },
     'GET /readyz': {
-      summary: 'Readiness: every dependency check passes (503 names the failing ones, or draining); `detail` names what configuration turned off',
+      summary:
+        'Readiness: every dependency check passes (503 names the failing ones, or draining); `detail` names what configuration turned off',
       tags: ['operations'],
       security: [],
       responses: { '200': { schema: ref('Readiness') }, '503': { schema: ref('Readiness'), contentType: 'application/json' } },
