@@ -29,7 +29,7 @@ import { createLogger } from '../shared/log.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { startNotifier } from '../notifier/app.js';
 import { notifierConfig } from '../notifier/config.js';
-import { startSandbox } from '../notifier/sandbox/app.js';
+import { SANDBOX_TOPIC_ARN, startSandbox } from '../notifier/sandbox/app.js';
 import { replaceSection } from './lib/report.js';
 
 const { values: argv } = parseArgs({
@@ -131,6 +131,7 @@ async function main(): Promise<void> {
       NOTIFIER_PUBLIC_URL: PUBLIC,
       SMS_AUTH_TOKEN: TOKEN,
       NOTIFIER_SNS_CERT_HTTP_HOSTS: `127.0.0.1:${sandbox.port}`,
+      NOTIFIER_SES_TOPIC_ARNS: SANDBOX_TOPIC_ARN,
       LOG_LEVEL: 'warn',
     });
     const notifier = await startNotifier(config, log, { feedbackBatch: batch });

@@ -16,6 +16,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded
 import { Supervisor } from './supervisor.js';
 import { shipTemplates } from '../identity/notify/templates.js';
 import { ensureConsoleClient } from '../console/registration.js';
+import { SANDBOX_TOPIC_ARN } from '../notifier/sandbox/sns.js';
 
 const spec = startConfig;
 
@@ -131,6 +132,10 @@ async function main(): Promise<void> {
       : {}),
     ...(name === 'notifier' && names.includes('sandbox') && process.env['NOTIFIER_SNS_CERT_HTTP_HOSTS'] === undefined
       ? { NOTIFIER_SNS_CERT_HTTP_HOSTS: `${host}:${config.SANDBOX_PORT}` }
+      : {}),
+    // The notifier takes SNS messages only from topics it is told (unset: none); here, the sandbox's.
+    ...(name === 'notifier' && names.includes('sandbox') && process.env['NOTIFIER_SES_TOPIC_ARNS'] === undefined
+      ? { NOTIFIER_SES_TOPIC_ARNS: SANDBOX_TOPIC_ARN }
       : {}),
     ...(name === 'notifier' && process.env['NOTIFIER_PUBLIC_URL'] === undefined
       ? { NOTIFIER_PUBLIC_URL: `http://${host}:${config.LIMITER_PORT}` }

@@ -148,9 +148,13 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     fetch: httpCertFetch(SNS_CERT_FETCH_TIMEOUT_MS),
   });
   const feedback = new FeedbackWriter({ pool, metrics, log, ...(deps.feedbackBatch !== undefined && { maxItems: deps.feedbackBatch }) });
+  // What configuration turned off: one line at start, and /readyz's `detail` (readiness unchanged:
+  // the rest of the notifier works).
+  const off: Record<string, string> = {};
   if ((config.NOTIFIER_SES_TOPIC_ARNS ?? []).length === 0) {
-    log.info('NOTIFIER_SES_TOPIC_ARNS is unset: the SES events webhook accepts any SNS topic whose signature verifies');
+    off.ses_webhook = 'off: NOTIFIER_SES_TOPIC_ARNS is unset, so the SES events webhook refuses every SNS message (403)';
   }
+  if (Object.keys(off).length > 0) log.warn({ off }, `turned off by configuration: ${Object.keys(off).join(', ')}`);
   const runners = new Map<string, Pick<QueueRunner, 'wake' | 'start' | 'stop'>>();
   const wake = (queue: string): void => runners.get(queue)?.wake();
   let pressure = 0;
@@ -387,6 +391,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
       registry,
       maxBodyBytes: config.MAX_BODY_BYTES,
       checks: [postgresCheck(pool)],
+      detail: off,
       routes: (app, edge) => {
         registerIngestRoutes(app, edge, {
           pool,
@@ -438,6 +443,8 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           certs,
           certPolicy,
           topicArns: config.NOTIFIER_SES_TOPIC_ARNS ?? [],
+          snsMaxAgeMs: config.NOTIFIER_SNS_MAX_AGE,
+          clock,
           publicUrl: config.NOTIFIER_PUBLIC_URL,
           smsAuthToken: config.SMS_AUTH_TOKEN,
           metrics,

@@ -43,6 +43,7 @@ export const notifierConfig = pick(ENV, [
   'NOTIFIER_SNS_CERT_HTTP_HOSTS',
   'NOTIFIER_SNS_CERT_TTL',
   'NOTIFIER_SES_TOPIC_ARNS',
+  'NOTIFIER_SNS_MAX_AGE',
   // segments (notifier/segments)
   'NOTIFIER_SEGMENT_MAX_BYTES',
   // campaigns (notifier/campaigns)

@@ -16,7 +16,9 @@
  * - `dlq_depth{channel}`: dead letters not yet re-driven, read from the database at scrape time;
  * - provider feedback (notifier/feedback): `webhook_events_total{provider,type,result}`,
  *   `webhook_rejected_total{provider,reason}` (signature failures among them),
- *   `webhook_unknown_messages_total{provider}`, `email_suppressions_added_total{reason}` and
+ *   `webhook_unknown_messages_total{provider}`, `webhook_unknown_statuses_total{provider,status}`
+ *   (a status we do not act on: `status` is one of the provider's documented values or `other`,
+ *   so a signed caller cannot grow the series), `email_suppressions_added_total{reason}` and
  *   `suppressed_sends_total{channel}`.
  *
  * And, for dashboards that read /metrics directly, the rates the README lists, as gauges over a
@@ -269,7 +271,7 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
   });
   const webhookRejections = new Counter({
     name: 'webhook_rejected_total',
-    help: 'Provider webhooks refused with nothing changed, by provider and reason (unsigned, bad_signature, cert_not_allowed, cert_unusable, cert_unavailable, topic_not_allowed, invalid, overloaded)',
+    help: 'Provider webhooks refused with nothing changed, by provider and reason (unsigned, bad_signature, cert_not_allowed, cert_unusable, cert_unavailable, topic_not_allowed, no_topics, stale, future, invalid, overloaded)',
     labelNames: ['provider', 'reason'] as const,
     registers: [registry],
   });
@@ -277,6 +279,12 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
     name: 'webhook_unknown_messages_total',
     help: 'Provider events for a message no delivery carries (answered 200), by provider',
     labelNames: ['provider'] as const,
+    registers: [registry],
+  });
+  const unknownStatuses = new Counter({
+    name: 'webhook_unknown_statuses_total',
+    help: "Verified provider events with a status we do not act on (answered 200, recorded, no state change), by provider and status (one of the provider's documented statuses, else other)",
+    labelNames: ['provider', 'status'] as const,
     registers: [registry],
   });
   const suppressions = new Counter({
@@ -301,6 +309,9 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
     },
     unknownMessage(provider) {
       unknownMessages.inc({ provider });
+    },
+    unknownStatus(provider, status) {
+      unknownStatuses.inc({ provider, status });
     },
     suppressionAdded(reason) {
       suppressions.inc({ reason });

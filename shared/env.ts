@@ -801,8 +801,16 @@ export const ENV = {
     default: undefined,
     optional: true,
     services: ['notifier'],
-    description: 'SNS topic ARNs the SES events webhook accepts (comma-separated); unset accepts any topic whose signature verifies',
+    description:
+      "SNS topic ARNs the SES events webhook accepts (comma-separated); any other topic is refused (403) and only these topics' subscriptions are confirmed. Unset: the webhook refuses every SNS message (said at start and in /readyz); `npm start` sets the sandbox's topic",
     parse: list(nonEmpty),
+  }),
+  NOTIFIER_SNS_MAX_AGE: v({
+    default: '65m',
+    services: ['notifier'],
+    description:
+      'Oldest SNS `Timestamp` the SES events webhook accepts (SNS retries an HTTP/S delivery for at most 3,600 s; the default adds 5 minutes of clock skew); older, or more than 5 minutes ahead of our clock, is refused (403)',
+    parse: (raw) => durationIn(raw, 60_000, 86_400_000, '1m', '24h'),
   }),
   // ── notifier: policies ────────────────────────────────────────────────────
   NOTIFIER_NOTIFICATION_TYPES: v({

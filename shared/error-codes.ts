@@ -103,6 +103,7 @@ export const ERROR_CODES = {
   webhook_cert_untrusted: { status: 403, title: 'The signing certificate is not from an allowed host or cannot be used' },
   webhook_cert_unavailable: { status: 503, title: 'The signing certificate could not be fetched' },
   webhook_topic_not_allowed: { status: 403, title: 'The notification comes from a topic we did not subscribe to' },
+  webhook_message_stale: { status: 403, title: "The provider message's timestamp is outside the accepted window" },
   // ── notifier: provider ramp (notifier/ramp) ──────────────────────────────
   provider_ramp_not_configured: { status: 409, title: 'The channel has no new provider configured to ramp' },
   ramp_test_recipients_missing: { status: 409, title: 'A shadow share needs test recipients for this channel' },

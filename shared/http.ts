@@ -426,12 +426,14 @@ export interface HealthCheck {
 
 /**
  * /healthz (the process is alive), /readyz (every dependency check passes, else 503 naming the
- * failing ones) and /metrics (Prometheus text) on `app`.
+ * failing ones; `detail`, when given and not empty, names what configuration turned off without
+ * failing readiness) and /metrics (Prometheus text) on `app`.
  */
 export function operationalRoutes(
   app: TemplatedApp,
-  opts: EdgeOptions & { registry: Registry; checks: HealthCheck[]; draining?: () => boolean },
+  opts: EdgeOptions & { registry: Registry; checks: HealthCheck[]; detail?: Record<string, string>; draining?: () => boolean },
 ): void {
+  const detail = opts.detail !== undefined && Object.keys(opts.detail).length > 0 ? { detail: opts.detail } : {};
   route(app, 'get', '/healthz', () => ({ body: { status: 'ok' } }), opts);
   route(
     app,
@@ -463,7 +465,7 @@ export function operationalRoutes(
           }
         }),
       );
-      return { status: ok ? 200 : 503, body: { status: ok ? 'ready' : 'not_ready', checks: results } };
+      return { status: ok ? 200 : 503, body: { status: ok ? 'ready' : 'not_ready', checks: results, ...detail } };
     },
     opts,
   );

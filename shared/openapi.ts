@@ -207,7 +207,8 @@ export function operationalOperations(): Record<string, OperationSpec> {
       },
     },
     'GET /readyz': {
-      summary: 'Readiness: every dependency check passes (503 names the failing ones, or draining)',
+      summary:
+        'Readiness: every dependency check passes (503 names the failing ones, or draining); `detail` names what configuration turned off',
       tags: ['operations'],
       security: [],
       responses: { '200': { schema: ref('Readiness') }, '503': { schema: ref('Readiness'), contentType: 'application/json' } },
@@ -235,6 +236,8 @@ export const OPERATIONAL_SCHEMAS: Record<string, Schema> = {
     properties: {
       status: { enum: ['ready', 'not_ready', 'draining'] },
       checks: { type: 'object', additionalProperties: { type: 'string' } },
+      // What configuration turned off, each with a sentence; readiness does not depend on it.
+      detail: { type: 'object', additionalProperties: { type: 'string' } },
     },
     additionalProperties: false,
   },

@@ -16,6 +16,11 @@ export interface HttpServiceOptions {
   registry: Registry;
   maxBodyBytes: number;
   checks: HealthCheck[];
+  /**
+   * Parts of the service turned off by configuration, by name, each with a sentence: shown in
+   * /readyz's `detail` without making it fail (the rest of the service works).
+   */
+  detail?: Record<string, string>;
   /** Registers the service's own routes. */
   routes?: (app: TemplatedApp, edge: EdgeOptions) => void;
   /** When true, /readyz answers 503 (set while draining). */
@@ -48,7 +53,13 @@ export async function startHttpService(opts: HttpServiceOptions): Promise<HttpSe
   const edge: EdgeOptions = { log: opts.log, maxBodyBytes: opts.maxBodyBytes, inFlight };
   let closing = false;
   opts.routes?.(app, edge);
-  operationalRoutes(app, { ...edge, registry: opts.registry, checks: opts.checks, draining: () => closing || !!opts.draining?.() });
+  operationalRoutes(app, {
+    ...edge,
+    registry: opts.registry,
+    checks: opts.checks,
+    ...(opts.detail !== undefined && { detail: opts.detail }),
+    draining: () => closing || !!opts.draining?.(),
+  });
   const { socket, port } = await listen(app, opts.host, opts.port);
   opts.log.info({ port, host: opts.host }, `${opts.name} listening`);
   listening.set(port, app);

@@ -3,31 +3,38 @@
  * provider proves itself by its signature, not by our credentials):
  *
  * - `POST /api/v1/webhooks/ses`: Amazon SNS deliveries of SES events (`Content-Type: text/plain`,
- *   as SNS sends them, or JSON). The envelope is verified against the certificate at its
- *   `SigningCertURL` (certs.ts: allowlisted hosts only, cached by URL) and its `TopicArn` against
- *   NOTIFIER_SES_TOPIC_ARNS when set. A `SubscriptionConfirmation` is confirmed by fetching its
- *   `SubscribeURL` when that URL passes the same host rules as a certificate URL; otherwise (or if
- *   the fetch fails) it is logged for an operator to confirm by hand. A `Notification` carries one
- *   SES event (ses-events.ts).
+ *   as SNS sends them, or JSON). Its `TopicArn` must be one of NOTIFIER_SES_TOPIC_ARNS, checked
+ *   first (any AWS account can sign a message from a topic of its own, so a valid signature alone
+ *   proves nothing); with none configured every message is refused. Then the envelope is verified
+ *   against the certificate at its `SigningCertURL` (certs.ts: allowlisted hosts only, cached by
+ *   URL), and its signed `Timestamp` must be within NOTIFIER_SNS_MAX_AGE (sns.ts,
+ *   `timestampProblem`). A `SubscriptionConfirmation` is confirmed by fetching its `SubscribeURL`
+ *   when that URL passes the same host rules as a certificate URL; otherwise (or if the fetch
+ *   fails) it is logged for an operator to confirm by hand. A `Notification` carries one SES event
+ *   (ses-events.ts).
  * - `POST /api/v1/webhooks/twilio`: Twilio status callbacks, `X-Twilio-Signature` checked over
- *   NOTIFIER_PUBLIC_URL plus the path (twilio.ts) with SMS_AUTH_TOKEN.
+ *   NOTIFIER_PUBLIC_URL plus the path (twilio.ts) with SMS_AUTH_TOKEN. A status we do not act on
+ *   is recorded, logged (at most once a second) and counted (`webhook_unknown_statuses_total`).
  *
  * Answers: 200 `{result}` for a verified event (`moved`, `recorded`, `duplicate`, `unknown`, or
  * `ignored` for a signed message that is not an SES event); 401 `webhook_signature_missing`
  * (unsigned); 403 `webhook_signature_invalid`, `webhook_cert_untrusted` (the certificate URL is
- * outside the allowlist, never fetched, or the certificate is unusable), `webhook_topic_not_allowed`;
+ * outside the allowlist, never fetched, or the certificate is unusable), `webhook_topic_not_allowed`,
+ * `webhook_message_stale` (SNS does not retry a 4xx);
  * 503 `webhook_cert_unavailable` (the certificate could not be fetched: SNS retries) or
  * `unavailable` (too many events waiting); 400 for a body that is not an envelope or a form; 415
  * for another content type. Nothing is written before the signature is verified.
  */
+import type { Clock } from '../../shared/clock.js';
 import { PlatformError, invalidField } from '../../shared/errors.js';
+import { LimitedLog } from '../../shared/log-limit.js';
 import { route, type EdgeOptions, type RequestContext } from '../../shared/http.js';
 import type { Logger } from '../../shared/log.js';
 import type { TemplatedApp } from '../../shared/uws.js';
 import { providerUrlProblem, type CertCache, type CertPolicy } from './certs.js';
 import { parseSesEvent } from './ses-events.js';
-import { isEnvelope, parseSnsEnvelope, verifySnsSignature, type SnsEnvelope } from './sns.js';
-import { formParams, parseTwilioCallback, twilioSignatureValid } from './twilio.js';
+import { isEnvelope, parseSnsEnvelope, timestampProblem, verifySnsSignature, type SnsEnvelope } from './sns.js';
+import { formParams, parseTwilioCallback, twilioSignatureValid, unknownStatusLabel } from './twilio.js';
 import type { FeedbackMetrics, FeedbackWriter } from './writer.js';
 
 export const SES_WEBHOOK_PATH = '/api/v1/webhooks/ses';
@@ -37,8 +44,11 @@ export interface WebhookRoutesOptions {
   writer: FeedbackWriter;
   certs: CertCache;
   certPolicy: CertPolicy;
-  /** Accepted TopicArns; empty accepts any (a warning at start). */
+  /** Accepted TopicArns (NOTIFIER_SES_TOPIC_ARNS); empty refuses every SNS message. */
   topicArns: readonly string[];
+  /** NOTIFIER_SNS_MAX_AGE: the oldest signed `Timestamp` taken, ms. */
+  snsMaxAgeMs: number;
+  clock: Clock;
   /** NOTIFIER_PUBLIC_URL: the origin Twilio called. */
   publicUrl: string;
   /** SMS_AUTH_TOKEN: the key of Twilio's signatures. */
@@ -56,8 +66,19 @@ const defaultConfirm = async (url: string): Promise<boolean> => {
 };
 
 export function registerWebhookRoutes(app: TemplatedApp, edge: EdgeOptions, o: WebhookRoutesOptions): void {
+  // A signed caller chooses the status: one line a second, whatever it sends.
+  const unknownStatusLog = new LimitedLog(o.log, 'a Twilio status we do not act on: recorded, no state change', o.clock);
   route(app, 'post', SES_WEBHOOK_PATH, (ctx) => ses(ctx, o), edge);
-  route(app, 'post', TWILIO_WEBHOOK_PATH, (ctx) => twilio(ctx, o), edge);
+  route(app, 'post', TWILIO_WEBHOOK_PATH, (ctx) => twilio(ctx, o, unknownStatusLog), edge);
+}
+
+/**
+ * What the SES events webhook refuses before any certificate is fetched: a topic we did not
+ * configure, or every topic when none is. Undefined: the topic is ours.
+ */
+export function topicRefusal(topicArns: readonly string[], topicArn: string): 'no_topics' | 'topic_not_allowed' | undefined {
+  if (topicArns.length === 0) return 'no_topics';
+  return topicArns.includes(topicArn) ? undefined : 'topic_not_allowed';
 }
 
 function refuse(
@@ -84,12 +105,19 @@ async function ses(ctx: RequestContext, o: WebhookRoutesOptions): Promise<{ body
     refuse(o, 'ses', 'invalid', invalidField(parsed.field, parsed.detail));
   }
   const env: SnsEnvelope = parsed;
-  if (o.topicArns.length > 0 && !o.topicArns.includes(env.TopicArn)) {
+  // Before the certificate: a stranger's topic costs no fetch, and its SubscribeURL is never visited.
+  const topic = topicRefusal(o.topicArns, env.TopicArn);
+  if (topic !== undefined) {
     refuse(
       o,
       'ses',
-      'topic_not_allowed',
-      new PlatformError('webhook_topic_not_allowed', { detail: 'this topic is not one we subscribed to' }),
+      topic,
+      new PlatformError('webhook_topic_not_allowed', {
+        detail:
+          topic === 'no_topics'
+            ? 'no SNS topic is configured (NOTIFIER_SES_TOPIC_ARNS): every message is refused'
+            : 'this topic is not one we subscribed to',
+      }),
     );
   }
   const cert = await o.certs.get(env.SigningCertURL);
@@ -111,6 +139,16 @@ async function ses(ctx: RequestContext, o: WebhookRoutesOptions): Promise<{ body
   }
   if (!verifySnsSignature(env, cert.key)) {
     refuse(o, 'ses', 'bad_signature', new PlatformError('webhook_signature_invalid', { detail: 'the SNS signature does not verify' }));
+  }
+  // After the signature, so the Timestamp judged is the one SNS signed. A replay inside the
+  // window is caught by its MessageId (provider_events); this bounds how old a replay may be.
+  const late = timestampProblem(env.Timestamp, o.clock.now(), o.snsMaxAgeMs);
+  if (late) {
+    o.log.warn(
+      { topic: env.TopicArn, message_id: env.MessageId, timestamp: env.Timestamp, why: late.why },
+      'SNS message refused: outside the time window',
+    );
+    refuse(o, 'ses', late.why, new PlatformError('webhook_message_stale', { detail: late.detail }));
   }
 
   switch (env.Type) {
@@ -151,7 +189,7 @@ async function ses(ctx: RequestContext, o: WebhookRoutesOptions): Promise<{ body
   }
 }
 
-async function twilio(ctx: RequestContext, o: WebhookRoutesOptions): Promise<{ body: unknown }> {
+async function twilio(ctx: RequestContext, o: WebhookRoutesOptions, unknownStatusLog: LimitedLog): Promise<{ body: unknown }> {
   const ct = (ctx.headers['content-type'] ?? '').toLowerCase();
   if (!/^application\/x-www-form-urlencoded\b/.test(ct)) {
     refuse(o, 'twilio', 'invalid', new PlatformError('unsupported_media_type', { detail: 'expected application/x-www-form-urlencoded' }));
@@ -166,5 +204,10 @@ async function twilio(ctx: RequestContext, o: WebhookRoutesOptions): Promise<{ b
   }
   const e = parseTwilioCallback(params);
   if (!e.ok) refuse(o, 'twilio', 'invalid', invalidField(e.field, e.detail));
-  return { body: { result: await o.writer.submit(e.event) } };
+  const result = await o.writer.submit(e.event);
+  if (e.event.kind === 'other' && result !== 'duplicate') {
+    o.metrics.unknownStatus('twilio', unknownStatusLabel(e.event.providerType));
+    unknownStatusLog.warn({ status: e.event.providerType, message_sid: e.event.providerMessageId, result });
+  }
+  return { body: { result } };
 }

@@ -12,7 +12,8 @@
  * - the two confirmations: `Message`, `MessageId`, `SubscribeURL`, `Timestamp`, `Token`,
  *   `TopicArn`, `Type`.
  * `SignatureVersion` 1 signs it with RSA over SHA1, 2 with RSA over SHA256; `Signature` is base64.
- * Fields SNS may add later are tolerated and never signed.
+ * Fields SNS may add later are tolerated and never signed. The signed `Timestamp` also bounds how
+ * late a message may arrive ({@link timestampProblem}).
  */
 import { verify, type KeyObject } from 'node:crypto';
 
@@ -65,6 +66,9 @@ export function parseSnsEnvelope(body: Buffer): SnsEnvelope | EnvelopeProblem {
   const required = ['MessageId', 'TopicArn', 'Message', 'Timestamp'];
   if (d.Type !== 'Notification') required.push('SubscribeURL', 'Token');
   for (const k of required) if (typeof d[k] !== 'string') return { problem: 'invalid', field: k, detail: 'must be a string' };
+  if (Number.isNaN(timestampMs(d.Timestamp as string))) {
+    return { problem: 'invalid', field: 'Timestamp', detail: 'must be an ISO 8601 UTC time such as 2026-01-01T00:00:00.000Z' };
+  }
   if (d.Subject !== undefined && d.Subject !== null && typeof d.Subject !== 'string') {
     return { problem: 'invalid', field: 'Subject', detail: 'must be a string' };
   }
@@ -86,6 +90,39 @@ export function parseSnsEnvelope(body: Buffer): SnsEnvelope | EnvelopeProblem {
 
 export function isEnvelope(x: SnsEnvelope | EnvelopeProblem): x is SnsEnvelope {
   return !('problem' in x);
+}
+
+/** SNS writes `2012-04-25T21:49:25.719Z`; NaN for anything else (no local times, no offsets to guess). */
+export function timestampMs(ts: string): number {
+  return /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/.test(ts) ? Date.parse(ts) : NaN;
+}
+
+/** How far ahead of our clock a `Timestamp` may be: the clocks' skew, nothing more. */
+export const SNS_FUTURE_SKEW_MS = 5 * 60_000;
+
+/**
+ * Whether a message signed at `timestamp` may still be taken at `nowMs`: SNS stops retrying an
+ * HTTP/S delivery within an hour, so a genuine message is never much older than that; an older
+ * one is a recording played back (its MessageId may have left `provider_events` with retention).
+ * Undefined when it is inside the window.
+ */
+export function timestampProblem(
+  timestamp: string,
+  nowMs: number,
+  maxAgeMs: number,
+): { why: 'stale' | 'future'; detail: string } | undefined {
+  const at = timestampMs(timestamp);
+  const minutes = (ms: number): string => `${Math.round(ms / 60_000)} minutes`;
+  if (Number.isNaN(at) || nowMs - at > maxAgeMs) {
+    return { why: 'stale', detail: `the message was signed ${minutes(nowMs - at)} ago; older than ${minutes(maxAgeMs)} is refused` };
+  }
+  if (at - nowMs > SNS_FUTURE_SKEW_MS) {
+    return {
+      why: 'future',
+      detail: `the message is dated ${minutes(at - nowMs)} ahead of our clock; more than ${minutes(SNS_FUTURE_SKEW_MS)} is refused`,
+    };
+  }
+  return undefined;
 }
 
 /** The string SNS signs for this envelope (see the module comment). */

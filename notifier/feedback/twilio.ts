@@ -9,7 +9,9 @@
  *
  * Fields: `MessageSid`, `MessageStatus` (`queued`, `sending`, `sent`, `delivered`, `undelivered`,
  * `failed`, and others tolerated), `ErrorCode` (with `undelivered` and `failed`), plus `AccountSid`,
- * `From`, `To`, `SmsSid`, `SmsStatus`, `ApiVersion` and more, tolerated.
+ * `From`, `To`, `SmsSid`, `SmsStatus`, `ApiVersion` and more, tolerated. A status we do not act on
+ * (kind `other`) is recorded without a state change, logged and counted under
+ * {@link unknownStatusLabel}.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { FeedbackEvent, FeedbackKind } from './events.js';
@@ -40,6 +42,28 @@ export function formParams(body: Buffer): [string, string][] {
 }
 
 const PROGRESS = new Set(['queued', 'accepted', 'scheduled', 'sending', 'sent']);
+
+/** Every MessageStatus Twilio documents (Messaging API, "Message resource: status values"). */
+const DOCUMENTED = new Set([
+  ...PROGRESS,
+  'delivered',
+  'undelivered',
+  'failed',
+  'canceled',
+  'receiving',
+  'received',
+  'read',
+  'partially_delivered',
+]);
+
+/**
+ * The `status` label of an unknown status's metric: Twilio's own word when it is one it documents
+ * (and we do not act on), else `other`. The value is signed, but a status is free text to the
+ * signer: the label's values stay a closed set whatever arrives (the log line has the value).
+ */
+export function unknownStatusLabel(status: string): string {
+  return DOCUMENTED.has(status) ? status : 'other';
+}
 
 function kindOf(status: string): FeedbackKind {
   if (status === 'delivered' || status === 'undelivered' || status === 'failed') return status;

@@ -13,7 +13,11 @@
  *    (`moved`), else it is only recorded (`recorded`); an event no delivery carries is `unknown`
  *    (answered 200 so the provider stops retrying, counted, and matched again later by
  *    {@link FeedbackWriter.rematch}: its `sent` may not have been recorded yet);
- * 4. the addresses a permanent bounce or a complaint names go on the suppression list.
+ * 4. the addresses a permanent bounce or a complaint of one of our deliveries names go on the
+ *    suppression list. An `unknown` event suppresses nothing: its addresses wait with it
+ *    (`provider_events.suppress`) and are applied only if it later matches one of our deliveries.
+ *    A signed event naming a message we never sent is not a reason to stop mailing anyone
+ *    (issue 24); putting an address on the list by hand is an operator's call (the console).
  */
 import type { Pool, PoolClient } from '../../shared/db.js';
 import { withTransaction } from '../../shared/db.js';
@@ -36,6 +40,11 @@ export interface FeedbackMetrics {
   webhookRejected(provider: FeedbackProvider, reason: WebhookRejection): void;
   /** An event for a message no delivery carries. */
   unknownMessage(provider: FeedbackProvider): void;
+  /**
+   * A verified event whose provider status we do not know (recorded, no state change). `status`
+   * is bounded by the caller: one of the provider's documented values, else `other`.
+   */
+  unknownStatus(provider: FeedbackProvider, status: string): void;
   /** An address put on the suppression list. */
   suppressionAdded(reason: Suppress['reason']): void;
   /** A send not made because its address is suppressed. */
@@ -43,7 +52,17 @@ export interface FeedbackMetrics {
 }
 
 export type WebhookRejection =
-  'unsigned' | 'bad_signature' | 'cert_not_allowed' | 'cert_unusable' | 'cert_unavailable' | 'topic_not_allowed' | 'invalid' | 'overloaded';
+  | 'unsigned'
+  | 'bad_signature'
+  | 'cert_not_allowed'
+  | 'cert_unusable'
+  | 'cert_unavailable'
+  | 'topic_not_allowed'
+  | 'no_topics'
+  | 'stale'
+  | 'future'
+  | 'invalid'
+  | 'overloaded';
 
 export interface FeedbackWriterOptions {
   pool: Pool;
@@ -171,9 +190,10 @@ export class FeedbackWriter {
     });
     await withTransaction(this.#o.pool, async (client) => {
       const { rows } = await client.query<{ id: string; provider: string; event_key: string }>(
-        `INSERT INTO provider_events (provider, event_key, provider_message_id, kind, provider_type, error_code, detail, result)
-         SELECT p, k, m, kd, t, c, dt, 'unknown' FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-                AS v (p, k, m, kd, t, c, dt)
+        `INSERT INTO provider_events (provider, event_key, provider_message_id, kind, provider_type, error_code, detail, result, suppress)
+         SELECT p, k, m, kd, t, c, dt, 'unknown', s::jsonb
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+                AS v (p, k, m, kd, t, c, dt, s)
          ON CONFLICT (provider, event_key) DO NOTHING
          RETURNING id::text, provider, event_key`,
         [
@@ -184,6 +204,7 @@ export class FeedbackWriter {
           byKey.map((f) => f.e.providerType.slice(0, 64)),
           byKey.map((f) => f.e.errorCode ?? null),
           byKey.map((f) => f.e.detail?.slice(0, 500) ?? null),
+          byKey.map((f) => (f.e.suppress.length > 0 ? JSON.stringify(f.e.suppress) : null)),
         ],
       );
       const rowOf = new Map(rows.map((r) => [`${r.provider}\0${r.event_key}`, r.id]));
@@ -197,7 +218,9 @@ export class FeedbackWriter {
       stored.forEach((s, k) => {
         results[s.i] = applied[k]!.result;
         const e = batch[s.i]!.event;
-        for (const x of e.suppress) suppress.push({ ...x, provider: e.provider, deliveryId: applied[k]!.deliveryId });
+        const deliveryId = applied[k]!.deliveryId;
+        // Only for one of our deliveries; an unknown event's addresses wait with it (rematch).
+        if (deliveryId !== null) for (const x of e.suppress) suppress.push({ ...x, provider: e.provider, deliveryId });
       });
       for (const reason of await addSuppressions(client, suppress)) metrics.suppressionAdded(reason);
     });
@@ -210,8 +233,9 @@ export class FeedbackWriter {
 
   /**
    * Matches stored events no delivery carried when they arrived (their `sent` was not recorded
-   * yet, or a replica raced) and applies them, for events younger than `withinMs`. Any replica
-   * may run it; rows another holds are skipped. Returns how many were matched.
+   * yet, or a replica raced) and applies them, for events younger than `withinMs`: the state
+   * change, and the suppressions that waited with the event. Any replica may run it; rows another
+   * holds are skipped. Returns how many were matched.
    */
   async rematch(withinMs: number, limit = 1000): Promise<number> {
     return withTransaction(this.#o.pool, async (client) => {
@@ -222,8 +246,9 @@ export class FeedbackWriter {
         kind: FeedbackKind;
         error_code: string | null;
         detail: string | null;
+        suppress: Suppress[] | null;
       }>(
-        `SELECT e.id::text, e.provider, e.provider_message_id, e.kind, e.error_code, e.detail
+        `SELECT e.id::text, e.provider, e.provider_message_id, e.kind, e.error_code, e.detail, e.suppress
            FROM provider_events e
           WHERE e.delivery_id IS NULL AND e.received_at > now() - make_interval(secs => $1::double precision / 1000)
             AND EXISTS (SELECT 1 FROM deliveries d WHERE d.provider_message_id = e.provider_message_id)
@@ -243,9 +268,14 @@ export class FeedbackWriter {
         return { rowId: r.id, event };
       });
       const results = await applyEvents(client, stored);
+      const suppress: (Suppress & { provider: string; deliveryId: string | null })[] = [];
       rows.forEach((r, k) => {
-        if (results[k]!.result !== 'unknown') this.#o.metrics.webhookEvent(r.provider, r.kind, 'matched_late');
+        const { deliveryId } = results[k]!;
+        if (deliveryId === null) return;
+        this.#o.metrics.webhookEvent(r.provider, r.kind, 'matched_late');
+        for (const x of r.suppress ?? []) suppress.push({ address: x.address, reason: x.reason, provider: r.provider, deliveryId });
       });
+      for (const reason of await addSuppressions(client, suppress)) this.#o.metrics.suppressionAdded(reason);
       return results.filter((r) => r.result !== 'unknown').length;
     });
   }
@@ -319,8 +349,9 @@ export async function applyEvents(
       ],
     );
   }
+  // Matched: the addresses it suppresses are applied by the caller, in this transaction.
   await client.query(
-    `UPDATE provider_events e SET delivery_id = v.d, result = v.r
+    `UPDATE provider_events e SET delivery_id = v.d, result = v.r, suppress = CASE WHEN v.d IS NULL THEN e.suppress END
        FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v (id, d, r) WHERE e.id = v.id`,
     [marks.map((m) => m.rowId), marks.map((m) => m.deliveryId), marks.map((m) => m.result)],
   );

@@ -27,7 +27,7 @@ import { MessageStore, type MessageFilter, type SandboxMessage } from './store.j
 import { DisplayModel, type DevicePlatform } from './display.js';
 import { twilioRoutes } from './twilio.js';
 import { SandboxFeedback } from './feedback.js';
-import { SandboxSns } from './sns.js';
+import { SANDBOX_TOPIC_ARN, SandboxSns } from './sns.js';
 import { snsRoutes } from './sns-routes.js';
 
 export interface SandboxOptions {
@@ -59,8 +59,7 @@ export interface SandboxOptions {
   snsSignatureVersion?: '1' | '2';
 }
 
-/** The sandbox SNS topic's ARN. */
-export const SANDBOX_TOPIC_ARN = 'arn:aws:sns:us-east-1:000000000000:sandbox-ses-events';
+export { SANDBOX_TOPIC_ARN } from './sns.js';
 
 export interface Sandbox {
   readonly port: number;

@@ -14,6 +14,12 @@ import { generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } fr
 import type { Clock } from '../../shared/clock.js';
 import { selfSignedCertificate } from './x509.js';
 
+/**
+ * The sandbox SNS topic's ARN: what `npm start` sets NOTIFIER_SES_TOPIC_ARNS to (bin/start.ts), so
+ * the notifier accepts the sandbox's SES events and nothing else.
+ */
+export const SANDBOX_TOPIC_ARN = 'arn:aws:sns:us-east-1:000000000000:sandbox-ses-events';
+
 interface SigningKey {
   privateKey: KeyObject;
   certUrl: string;

@@ -54,6 +54,10 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
     const m = await fetch(`http://127.0.0.1:${p}/metrics`);
     t.match(await m.text(), /process_cpu_user_seconds_total/, `port ${p} serves /metrics`);
   }
+  // npm start gave the notifier the sandbox's SNS topic, so its SES webhook is on (README, the
+  // e-mail walk-through): /readyz names nothing turned off.
+  const notifierReady = (await (await fetch(`http://127.0.0.1:${ports.NOTIFIER_PORT}/readyz`)).json()) as Record<string, unknown>;
+  t.equal(notifierReady.detail, undefined, 'nothing is off in the notifier');
   // The console: registered at identity by npm start (a confidential client with the code and
   // refresh grants, redirecting to the console's public URL), serving, and sending a browser to sign in.
   const consoleUrl = `http://127.0.0.1:${ports.CONSOLE_PORT}`;

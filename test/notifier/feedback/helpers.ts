@@ -3,9 +3,11 @@
  * (SMTP, Twilio-style SMS) pointed at the sandbox, which posts its signed webhooks and status
  * callbacks back to the notifier. The notifier believes it is reached at NOTIFIER_PUBLIC_URL
  * (`http://edge.test`, as behind the sidecar); the sandbox signs that URL and delivers to the
- * notifier's real port, as a proxy in between would.
+ * notifier's real port, as a proxy in between would. The notifier accepts the sandbox's SNS topic
+ * (NOTIFIER_SES_TOPIC_ARNS, as `npm start` sets it); a test may pass another value, or `''` for
+ * none.
  */
-import { startSandbox, type Sandbox, type SandboxOptions } from '../../../notifier/sandbox/app.js';
+import { SANDBOX_TOPIC_ARN, startSandbox, type Sandbox, type SandboxOptions } from '../../../notifier/sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 import { waitFor } from '../../harness/wait.js';
 import { createTemplate, putProfile, startCore, type Core, type CoreOptions, type Json } from '../core/helpers.js';
@@ -29,7 +31,11 @@ export interface FeedbackRig {
 export async function feedbackRig(
   t: TestContext,
   label: string,
-  opts: { sandbox?: SandboxOptions; core?: CoreOptions } = {},
+  opts: {
+    sandbox?: SandboxOptions;
+    core?: CoreOptions;
+    /** Other host:ports an SNS certificate may come from over http. */ certHosts?: string[];
+  } = {},
 ): Promise<FeedbackRig> {
   const sandbox = await startSandbox({ credentials: { smsAccountSid: SMS_ACCOUNT, smsAuthToken: SMS_TOKEN }, ...opts.sandbox });
   t.teardown(() => sandbox.close(1000));
@@ -41,7 +47,8 @@ export async function feedbackRig(
       FCM_URL: sandbox.url,
       SMS_ACCOUNT_SID: SMS_ACCOUNT,
       SMS_AUTH_TOKEN: SMS_TOKEN,
-      NOTIFIER_SNS_CERT_HTTP_HOSTS: `127.0.0.1:${sandbox.port}`,
+      NOTIFIER_SNS_CERT_HTTP_HOSTS: [`127.0.0.1:${sandbox.port}`, ...(opts.certHosts ?? [])].join(','),
+      NOTIFIER_SES_TOPIC_ARNS: SANDBOX_TOPIC_ARN,
       ...opts.core?.env,
     },
   });

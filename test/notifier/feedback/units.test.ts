@@ -8,9 +8,18 @@ import t from 'tap';
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { FakeClock } from '../../../shared/clock.js';
 import { CertCache, certUrlProblem, providerUrlProblem, type CertPolicy } from '../../../notifier/feedback/certs.js';
-import { isEnvelope, parseSnsEnvelope, stringToSign, verifySnsSignature } from '../../../notifier/feedback/sns.js';
+import { isEnvelope, parseSnsEnvelope, stringToSign, timestampProblem, verifySnsSignature } from '../../../notifier/feedback/sns.js';
+import { topicRefusal } from '../../../notifier/feedback/routes.js';
+import { loadConfig } from '../../../shared/config.js';
+import { notifierConfig } from '../../../notifier/config.js';
 import { parseSesEvent } from '../../../notifier/feedback/ses-events.js';
-import { formParams, parseTwilioCallback, twilioSignature, twilioSignatureValid } from '../../../notifier/feedback/twilio.js';
+import {
+  formParams,
+  parseTwilioCallback,
+  twilioSignature,
+  twilioSignatureValid,
+  unknownStatusLabel,
+} from '../../../notifier/feedback/twilio.js';
 import {
   canApplyFeedback,
   channelStatus,
@@ -107,6 +116,59 @@ t.test('SNS envelopes that are refused before any signature check', async (t) =>
     { problem: 'invalid', field: 'SubscribeURL' },
   );
   t.match(parseSnsEnvelope(Buffer.from('[1]')), { problem: 'invalid', field: 'body' });
+});
+
+t.test('SNS topics: only the configured ones; none configured refuses all', async (t) => {
+  const ours = 'arn:aws:sns:eu-west-1:123456789012:ses-events';
+  t.equal(topicRefusal([ours], ours), undefined);
+  t.equal(topicRefusal([ours], 'arn:aws:sns:eu-west-1:999999999999:ses-events'), 'topic_not_allowed', 'another account, same name');
+  t.equal(topicRefusal([ours], ours.toUpperCase()), 'topic_not_allowed', 'compared exactly');
+  t.equal(topicRefusal([], ours), 'no_topics');
+});
+
+t.test('the SNS Timestamp window: NOTIFIER_SNS_MAX_AGE (65 minutes by default) back, 5 minutes ahead', async (t) => {
+  const env = { DATABASE_URL: 'postgres://x@127.0.0.1/x' };
+  t.equal(loadConfig(notifierConfig, env).NOTIFIER_SNS_MAX_AGE, 65 * 60_000, "SNS's 3,600 s retry limit plus 5 minutes");
+  t.equal(loadConfig(notifierConfig, { ...env, NOTIFIER_SNS_MAX_AGE: '2h' }).NOTIFIER_SNS_MAX_AGE, 7_200_000);
+  t.throws(() => loadConfig(notifierConfig, { ...env, NOTIFIER_SNS_MAX_AGE: '10s' }), /NOTIFIER_SNS_MAX_AGE.*between 1m and 24h/);
+  t.equal(loadConfig(notifierConfig, env).NOTIFIER_SES_TOPIC_ARNS, undefined, 'no topic unless configured');
+  const now = Date.parse('2026-11-27T12:00:00.000Z');
+  const max = 65 * 60_000;
+  const at = (ms: number): string => new Date(now + ms).toISOString();
+  t.equal(timestampProblem(at(0), now, max), undefined);
+  t.equal(timestampProblem(at(-max), now, max), undefined, 'exactly the maximum age');
+  t.match(timestampProblem(at(-max - 1), now, max), { why: 'stale', detail: /signed 65 minutes ago; older than 65 minutes/ });
+  t.match(timestampProblem(at(-3 * 86_400_000), now, max), { why: 'stale' });
+  t.equal(timestampProblem(at(5 * 60_000), now, max), undefined, 'five minutes of skew');
+  t.match(timestampProblem(at(5 * 60_000 + 1), now, max), { why: 'future' });
+  t.equal(timestampProblem('2026-11-27T12:00:00Z', now, max), undefined, 'no fraction');
+  for (const bad of ['2026-11-27T12:00:00+01:00', '2026-11-27 12:00:00', 'yesterday', '']) {
+    t.match(timestampProblem(bad, now, max), { why: 'stale' }, `unreadable ${JSON.stringify(bad)} is never fresh`);
+    const body = JSON.stringify({
+      Type: 'Notification',
+      Signature: 'a',
+      SigningCertURL: 'b',
+      SignatureVersion: '1',
+      MessageId: 'm',
+      TopicArn: 't',
+      Message: 'x',
+      Timestamp: bad,
+    });
+    t.match(parseSnsEnvelope(Buffer.from(body)), { problem: 'invalid', field: 'Timestamp' }, `${JSON.stringify(bad)} refused as invalid`);
+  }
+});
+
+t.test("an unknown Twilio status's metric label: Twilio's documented words, everything else `other`", async (t) => {
+  for (const s of ['read', 'received', 'receiving', 'canceled', 'partially_delivered']) t.equal(unknownStatusLabel(s), s);
+  for (const s of ['bogus', 'x'.repeat(32), 'delivered-ish']) t.equal(unknownStatusLabel(s), 'other');
+  for (const s of ['read', 'canceled', 'bogus'])
+    t.match(
+      parseTwilioCallback([
+        ['MessageSid', 'SM1'],
+        ['MessageStatus', s],
+      ]),
+      { event: { kind: 'other' } },
+    );
 });
 
 t.test('certificate URLs: https to an allowed host, http only to a listed host:port, a .pem path, no credentials', async (t) => {
@@ -335,6 +397,7 @@ t.test('the feedback writer refuses past its queue (503, counted) instead of hol
     webhookEvent: () => {},
     webhookRejected: (_p, reason) => void rejected.push(reason),
     unknownMessage: () => {},
+    unknownStatus: () => {},
     suppressionAdded: () => {},
     suppressedSend: () => {},
   };
