@@ -462,7 +462,14 @@ export class DataPlane {
       writeProblem(res, 'invalid_token', ONLY_BEARER, BEARER_CHALLENGE, false, head);
       return;
     } else {
-      writeProblem(res, 'credentials_required', 'send an X-API-Key or an Authorization: Bearer access token', BEARER_CHALLENGE, false, head);
+      writeProblem(
+        res,
+        'credentials_required',
+        'send an X-API-Key or an Authorization: Bearer access token',
+        BEARER_CHALLENGE,
+        false,
+        head,
+      );
       return;
     }
     if (token !== undefined && !this.o.verifier) {

@@ -483,7 +483,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.total > 0) {
       // Content-Length promised more than the upstream sent: the response cannot be completed.
       if (this.headWritten) this.res.close();
-      else this.done(writeProblem(this.res, 'upstream_bad_response', 'the upstream sent a truncated response', this.extraHeaders, false, this.isHead));
+      else
+        this.done(
+          writeProblem(this.res, 'upstream_bad_response', 'the upstream sent a truncated response', this.extraHeaders, false, this.isHead),
+        );
       this.done(this.status);
       return;
     }
