@@ -173,8 +173,9 @@ async function headThenGet(
   target: string,
   headers: string[],
   extra = '',
+  port = PORT,
 ): Promise<{ head: Head; get: { head: Head; body: string } }> {
-  const s = await openSocket(PORT);
+  const s = await openSocket(port);
   const c = collect(s);
   try {
     s.write(request('HEAD', target, headers) + extra);
@@ -376,4 +377,12 @@ t.test('admitted HEAD: the upstreamâ€™s head and no body, whatever the upstreamâ
     t.ok(status === 200 || status === 502, `HEAD: 200 relayed or 502 (got ${status})`);
     t.match(all.slice(end + 4, end + 13), /^HTTP\/1\.1 /, 'the next status line follows the head directly');
   });
+});
+
+t.test('the admin port answers HEAD without a body too (/healthz, and a 404)', async (t) => {
+  const admin = sc.sidecar.adminPort;
+  const health = await headThenGet(t, '/healthz', [], '', admin);
+  sameAsGet(t, health.head, health.get, 200);
+  const missing = await headThenGet(t, '/nothere', [], '', admin);
+  sameAsGet(t, missing.head, missing.get, 404, 'not_found');
 });
