@@ -370,6 +370,7 @@ export class DataPlane {
   }
   private portText = '0';
   private lastHost: string | undefined;
+  private lastValidHost: string | undefined;
   private lastHostPart = '';
   constructor(readonly o: DataPlaneOptions) {
     this.syncAdmission = o.gate.synchronous;
@@ -589,8 +590,11 @@ export class DataPlane {
         return { code: 'transfer_coding_not_implemented', detail: 'Transfer-Encoding must be exactly "chunked"' };
     }
     if (h.hosts !== 1) return { code: 'bad_framing', detail: 'the request must have exactly one Host header' };
-    // A Host already forwarded is valid: the check runs once per distinct Host, not per request.
-    if (h.host !== this.lastHost && !validHost(h.host)) return { code: 'bad_framing', detail: 'the Host header is not a host[:port]' };
+    // Checked once per distinct Host in a row, not per request: nearly every request repeats the last.
+    if (h.host !== this.lastValidHost) {
+      if (!validHost(h.host)) return { code: 'bad_framing', detail: 'the Host header is not a host[:port]' };
+      this.lastValidHost = h.host;
+    }
     // Which of two credentials is the caller's is exactly what a proxy in front may read otherwise.
     if (h.apiKeys > 1) return { code: 'duplicate_credentials', detail: 'send exactly one X-API-Key header' };
     if (h.authorizations > 1) return { code: 'duplicate_credentials', detail: 'send exactly one Authorization header' };
