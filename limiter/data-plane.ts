@@ -9,8 +9,10 @@
  *
  * Responses made before a subject's quota is consulted (400, 401, 403, 404, 413, 414, 431, 501)
  * carry no rate-limit headers and charge nothing: there are no numbers of the caller's to report.
- * Malformed requests (400 other than credentials, 414, 431, 501) are answered with
- * `Connection: close`. Every response after admission, admitted or denied, carries the headers.
+ * Malformed requests (400 other than credentials, 405 for CONNECT, 414, 431, 501) are answered
+ * with `Connection: close`. Every response after admission, admitted or denied, carries the headers.
+ * A HEAD gets every answer the sidecar makes itself with the GET's status and headers (its
+ * Content-Length included) and no body; a proxied HEAD relays no body whatever the upstream sends.
  *
  * DPoP (RFC 9449): `Authorization: DPoP <token>` with one `DPoP` proof is checked on every route:
  * the proof first (synchronously: signature, `htm`, `htu` = a LIMITER_PUBLIC_ORIGIN + the canonical
@@ -108,7 +110,9 @@ const scan = {
   host: '',
   hosts: 0,
   apiKey: '',
+  apiKeys: 0,
   authorization: '',
+  authorizations: 0,
   dpop: '',
   dpops: 0,
   connection: '',
@@ -132,7 +136,9 @@ function resetScan(): void {
   scan.host = '';
   scan.hosts = 0;
   scan.apiKey = '';
+  scan.apiKeys = 0;
   scan.authorization = '';
+  scan.authorizations = 0;
   scan.dpop = '';
   scan.dpops = 0;
   scan.connection = '';
@@ -171,9 +177,11 @@ function scanHeader(name: string, value: string): void {
       scan.host = v;
       return;
     case 'x-api-key':
+      scan.apiKeys++;
       scan.apiKey = value;
       return;
     case 'authorization':
+      scan.authorizations++;
       scan.authorization = value;
       break;
     case 'dpop':
@@ -204,6 +212,20 @@ function scanHeader(name: string, value: string): void {
 }
 
 const DIGITS = /^\d{1,15}$/;
+
+/**
+ * A Host value: uri-host [":" port] (RFC 9112 §3.2, RFC 3986 §3.2.2): an IP literal in brackets or
+ * a reg-name (unreserved, sub-delims, percent-escapes), never empty. Anything else (`/`, `\`, `@`,
+ * spaces, controls, non-ASCII) is not a host, and `..` is refused as nginx refuses it: a Host is
+ * forwarded as X-Forwarded-Host and Forwarded, and upstreams build URLs and paths from it.
+ */
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+)(?::[0-9]*)?$/;
+function validHost(host: string): boolean {
+  return HOST.test(host) && !host.includes('..');
+}
+
+/** The methods a 405 names (RFC 9110 §15.5.6): the sidecar forwards every method but CONNECT. */
+const ALLOW = ['allow', 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS'] as const;
 
 // The peer address of the request in the current uWS callback, decoded once however often asked.
 let peerRes: HttpResponse | undefined;
@@ -350,6 +372,7 @@ export class DataPlane {
   }
   private portText = '0';
   private lastHost: string | undefined;
+  private lastValidHost: string | undefined;
   private lastHostPart = '';
   constructor(readonly o: DataPlaneOptions) {
     this.syncAdmission = o.gate.synchronous;
@@ -368,43 +391,50 @@ export class DataPlane {
     // Everything that does not depend on the quota is decided first, and nothing is charged for a
     // request refused here (README, "How the sidecar reads a request"): target length and form,
     // header size and framing, route, body limit, credentials' form, ownership.
+    const method = req.getCaseSensitiveMethod().toUpperCase();
+    // Every answer the sidecar writes itself to a HEAD has the GET's status and headers and no body.
+    const head = method === 'HEAD';
+    if (method === 'CONNECT') {
+      // Not a forward proxy (nginx answers 405 too); whatever follows a CONNECT may be tunnel bytes.
+      refuseAndClose(res, 'method_not_allowed', 'CONNECT is not supported: the sidecar is not a forward proxy', false, ALLOW);
+      return;
+    }
     const rawPath = req.getUrl();
     const query = req.getQuery() ?? '';
     if (rawPath.length + query.length > this.o.maxUrlBytes) {
-      refuseAndClose(res, 'uri_too_long', `the request target is longer than ${this.o.maxUrlBytes} bytes`);
+      refuseAndClose(res, 'uri_too_long', `the request target is longer than ${this.o.maxUrlBytes} bytes`, head);
       return;
     }
     const path = canonicalPath(rawPath);
     if (typeof path !== 'string') {
-      refuseAndClose(res, 'bad_request_target', path.detail);
+      refuseAndClose(res, 'bad_request_target', path.detail, head);
       return;
     }
     if (query !== '') {
       const bad = queryRefusal(query);
       if (bad) {
-        refuseAndClose(res, 'bad_request_target', bad.detail);
+        refuseAndClose(res, 'bad_request_target', bad.detail, head);
         return;
       }
     }
-    const method = req.getCaseSensitiveMethod().toUpperCase();
     resetScan();
     forEachHeader(req, scanHeader);
     const h: Scan = scan;
     const framing = this.framingRefusal(h);
     if (framing) {
-      refuseAndClose(res, framing.code, framing.detail);
+      refuseAndClose(res, framing.code, framing.detail, head);
       return;
     }
     const route = this.o.routes.match(path);
     if (route === undefined) {
-      writeProblem(res, 'no_route', `no upstream is configured for ${path}`, EMPTY);
+      writeProblem(res, 'no_route', `no upstream is configured for ${path}`, EMPTY, false, head);
       return;
     }
     const declared = h.lengths === 0 ? 0 : Number(h.contentLength);
     const chunked = h.codings > 0;
     const maxBody = route.maxBody ?? this.o.maxBodyBytes;
     if (declared > maxBody) {
-      writeProblem(res, 'body_too_large', `the body is larger than ${maxBody} bytes`, EMPTY);
+      writeProblem(res, 'body_too_large', `the body is larger than ${maxBody} bytes`, EMPTY, false, head);
       return;
     }
 
@@ -420,7 +450,7 @@ export class DataPlane {
       try {
         token = bearerToken(h.authorization);
       } catch (err) {
-        this.writeError(res, err);
+        this.writeError(res, err, head);
         return;
       }
     } else if (h.authorization !== '' && isDpopScheme(h.authorization)) {
@@ -428,21 +458,28 @@ export class DataPlane {
         token = dpopSchemeToken(h.authorization);
         proof = this.checkProof(h, method, path, token);
       } catch (err) {
-        this.writeError(res, err);
+        this.writeError(res, err, head);
         return;
       }
     } else if (route.auth === 'optional') {
       address = this.clientIp(peerOf(res), h);
       caller = ipCaller(address);
     } else if (h.authorization !== '') {
-      writeProblem(res, 'invalid_token', ONLY_BEARER, BEARER_CHALLENGE);
+      writeProblem(res, 'invalid_token', ONLY_BEARER, BEARER_CHALLENGE, false, head);
       return;
     } else {
-      writeProblem(res, 'credentials_required', 'send an X-API-Key or an Authorization: Bearer access token', BEARER_CHALLENGE);
+      writeProblem(
+        res,
+        'credentials_required',
+        'send an X-API-Key or an Authorization: Bearer access token',
+        BEARER_CHALLENGE,
+        false,
+        head,
+      );
       return;
     }
     if (token !== undefined && !this.o.verifier) {
-      writeProblem(res, 'invalid_token', 'bearer tokens are not accepted here (no key set configured)', EMPTY);
+      writeProblem(res, 'invalid_token', 'bearer tokens are not accepted here (no key set configured)', EMPTY, false, head);
       return;
     }
     const owners = this.o.routes.ownersOf(path);
@@ -455,7 +492,7 @@ export class DataPlane {
     if (caller !== undefined) {
       const d = this.decideFor(caller, route, method, path, owners);
       if (d instanceof PlatformError) {
-        this.writeError(res, d);
+        this.writeError(res, d, head);
         return;
       }
       if (!(d instanceof Promise)) {
@@ -463,7 +500,7 @@ export class DataPlane {
         if (!d.forward) {
           const rl = rateLimitHeaders(d.figures, { name: d.policy, windowSec: d.windowSec }, this.o.clock.now(), true);
           const r = this.refusal(d);
-          writeProblem(res, r.code, r.detail, rl);
+          writeProblem(res, r.code, r.detail, rl, false, head);
           return;
         }
         early = d;
@@ -561,6 +598,14 @@ export class DataPlane {
         return { code: 'transfer_coding_not_implemented', detail: 'Transfer-Encoding must be exactly "chunked"' };
     }
     if (h.hosts !== 1) return { code: 'bad_framing', detail: 'the request must have exactly one Host header' };
+    // Checked once per distinct Host in a row, not per request: nearly every request repeats the last.
+    if (h.host !== this.lastValidHost) {
+      if (!validHost(h.host)) return { code: 'bad_framing', detail: 'the Host header is not a host[:port]' };
+      this.lastValidHost = h.host;
+    }
+    // Which of two credentials is the caller's is exactly what a proxy in front may read otherwise.
+    if (h.apiKeys > 1) return { code: 'duplicate_credentials', detail: 'send exactly one X-API-Key header' };
+    if (h.authorizations > 1) return { code: 'duplicate_credentials', detail: 'send exactly one Authorization header' };
     if (h.badValue) return { code: 'bad_header', detail: 'a header value holds bytes that are not UTF-8' };
     return undefined;
   }
@@ -617,15 +662,15 @@ export class DataPlane {
     }
   }
 
-  private writeError(res: HttpResponse, err: unknown): void {
+  private writeError(res: HttpResponse, err: unknown, head: boolean): void {
     if (isPlatformError(err)) {
       const extra: string[] = [];
       if (err.headers) for (const [k, v] of Object.entries(err.headers)) extra.push(k, v);
-      writeProblem(res, err.code, err.detail ?? err.message, extra);
+      writeProblem(res, err.code, err.detail ?? err.message, extra, false, head);
       return;
     }
     this.o.log.error({ err }, 'request failed unexpectedly');
-    writeProblem(res, 'internal', 'internal error', EMPTY);
+    writeProblem(res, 'internal', 'internal error', EMPTY, false, head);
   }
 
   /**
@@ -701,9 +746,8 @@ export class DataPlane {
 
   /**
    * Who answered a decision, for the decision-latency histogram: read from the outcome and whether
-   * it came at once. Two cases read as their store's: an emergency-cap refusal while failing open
-   * (its result is `deny`) and an unknown key's decoy under global shadow mode (`shadow_deny`);
-   * every other fail-mode answer is `fallback`, every other decoy `none`.
+   * it came at once. An emergency-cap refusal while failing open (its result is `deny`) reads as
+   * its store's; every other fail-mode answer is `fallback`, every decoy `none`.
    */
   private answeredBy(o: Outcome, synchronous: boolean): DecisionStore {
     const r = o.result;
@@ -755,7 +799,7 @@ export class DataPlane {
     if (p.responded || p.aborted) return;
     p.responded = true;
     p.onFinishing();
-    writeProblem(p.res, code, detail, headers);
+    writeProblem(p.res, code, detail, headers, false, p.method === 'HEAD');
     p.onDone();
   }
 

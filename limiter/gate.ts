@@ -16,8 +16,10 @@
  * answers 500 because it is unsure. Headers during a failure use the subject's last known
  * remaining (kept 30 s) when there is one.
  *
- * Shadow (global or per quota): the decision is made, counted and logged and its headers are set,
- * but a denial is not enforced.
+ * Shadow (global or per quota): the quota decision is made, counted and logged and its headers
+ * are set, but a denial is not enforced. Shadow mode is about quota only: who the caller is (an
+ * unknown API key, a bad token, a route the caller does not own) is decided before the gate and
+ * the same with or without it, and an unknown key gets its decoy denial in shadow mode too.
  */
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../shared/clock.js';
@@ -260,9 +262,9 @@ export class Gate {
       resetAtMs: now + Math.ceil((limit.burst * limit.intervalMs) / limit.rate),
       retryAfterMs: Math.max(1000, Math.ceil(perTokenMs / 1000) * 1000),
     };
-    // Global shadow mode enforces nothing, unknown keys included.
-    const forward = this.o.shadow;
-    this.o.metrics.decision(forward ? 'shadow_deny' : 'decoy', plan.policy, route, 0);
-    return { forward, status: 429, result: forward ? 'shadow_deny' : 'decoy', figures, policy: plan.policy, windowSec: plan.windowSec };
+    // Never forwarded, whatever the shadow settings: shadow mode relaxes quotas, not authentication
+    // (an unknown key let through under shadow would reach the upstream as a service caller).
+    this.o.metrics.decision('decoy', plan.policy, route, 0);
+    return { forward: false, status: 429, result: 'decoy', figures, policy: plan.policy, windowSec: plan.windowSec };
   }
 }

@@ -111,32 +111,70 @@ export interface ProxyHooks {
   onUpstreamError(err: Error): void;
 }
 
+const EMPTY: readonly string[] = [];
+
 // Problem bodies by code and detail: most refusals (429s above all) repeat the same few texts.
-const problemBodies = new Map<string, { status: string; body: string; code: number }>();
+interface ProblemEntry {
+  status: string;
+  body: string;
+  code: number;
+  /** The body's length in bytes as text, made the first time a HEAD needs it. */
+  length: string | undefined;
+}
+const problemBodies = new Map<string, ProblemEntry>();
 let problemRes: HttpResponse;
-let problemEntry: { status: string; body: string; code: number };
+let problemEntry: ProblemEntry;
 let problemHeaders: readonly string[];
 let problemClose = false;
+let problemHead = false;
 function corkedProblem(): void {
   const res = problemRes;
-  res.writeStatus(problemEntry.status);
+  const entry = problemEntry;
+  res.writeStatus(entry.status);
   res.writeHeader('content-type', PROBLEM_CONTENT_TYPE);
   const h = problemHeaders;
   for (let i = 0; i < h.length; i += 2) res.writeHeader(h[i]!, h[i + 1]!);
-  // uWS writes `Connection: close` and closes after the body when asked to.
-  res.end(problemEntry.body, problemClose);
+  if (!problemHead) {
+    // uWS writes `Connection: close` and closes after the body when asked to.
+    res.end(entry.body, problemClose);
+    return;
+  }
+  // A HEAD gets the GET's status and headers, its Content-Length included, and no body (RFC 9110
+  // §9.3.2, as nginx answers). This uWS build writes the body of end(body) even for HEAD;
+  // endWithoutBody(n) leaves the response unfinished and endWithoutBody(undefined, true) announces
+  // a Content-Length of 2^63 (README, "Which uWS build"). So: our own Content-Length and the bare
+  // endWithoutBody(); when closing, tryEnd('', n) writes the head with uWS's Content-Length and the
+  // caller closes the socket (writeProblem).
+  const length = (entry.length ??= String(Buffer.byteLength(entry.body)));
+  if (problemClose) {
+    res.writeHeader('connection', 'close');
+    res.tryEnd('', Number(length));
+  } else {
+    res.writeHeader('content-length', length);
+    res.endWithoutBody();
+  }
 }
 
 /**
  * Writes a problem+json error with the rate-limit headers already computed for this request;
- * `close` ends the connection after it.
+ * `close` ends the connection after it; `head`: the request is a HEAD, answered without the body.
+ * A HEAD answered with `close` must be written outside uWS's request callback (refuseAndClose's
+ * deferred turn): the socket is closed right after the head, and inside the callback uWS still
+ * holds the head corked, so it would be lost.
  */
-export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string, extraHeaders: readonly string[], close = false): number {
+export function writeProblem(
+  res: HttpResponse,
+  code: ErrorCode,
+  detail: string,
+  extraHeaders: readonly string[],
+  close = false,
+  head = false,
+): number {
   const key = code + '\u0000' + detail;
   let entry = problemBodies.get(key);
   if (!entry) {
     const p = problemFor(code, { detail });
-    entry = { status: statusLine(p.status), body: JSON.stringify(p), code: p.status };
+    entry = { status: statusLine(p.status), body: JSON.stringify(p), code: p.status, length: undefined };
     // Details that embed a path would grow the map without bound: cache only the fixed ones.
     if (problemBodies.size < 256) problemBodies.set(key, entry);
   }
@@ -144,13 +182,16 @@ export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string,
   problemEntry = entry;
   problemHeaders = extraHeaders;
   problemClose = close;
+  problemHead = head;
   res.cork(corkedProblem);
+  // The head is on the wire (uncorked): the response is still open in uWS, so close it here.
+  if (head && close) res.close();
   return entry.code;
 }
 
 /**
  * Refuses a request whose framing or form could not be trusted, and ends its connection, so that
- * no byte after it is read as another request.
+ * no byte after it is read as another request. `head`: the request is a HEAD (no body in the answer).
  *
  * Why the answer waits a turn of the event loop: uWS parses every request already in its read
  * buffer before it sends anything, and `end(body, true)` does not stop that, so bytes pipelined
@@ -159,13 +200,19 @@ export function writeProblem(res: HttpResponse, code: ErrorCode, detail: string,
  * behind it: then the client gets no answer and nothing is forwarded. A malformed request alone
  * gets its problem+json with `Connection: close` on the next turn.
  */
-export function refuseAndClose(res: HttpResponse, code: ErrorCode, detail: string): void {
+export function refuseAndClose(
+  res: HttpResponse,
+  code: ErrorCode,
+  detail: string,
+  head: boolean,
+  extraHeaders: readonly string[] = EMPTY,
+): void {
   let gone = false;
   res.onAborted(() => {
     gone = true;
   });
   setImmediate(() => {
-    if (!gone) writeProblem(res, code, detail, EMPTY, true);
+    if (!gone) writeProblem(res, code, detail, extraHeaders, true, head);
   });
 }
 
@@ -183,7 +230,6 @@ function upstreamErrorCode(err: unknown): ErrorCode {
   return 'upstream_unreachable';
 }
 
-const EMPTY: readonly string[] = [];
 const STATUS_200 = '200 OK';
 
 /** The header names a Connection header lists (lower-case), other than keep-alive/close. */
@@ -300,7 +346,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.res.close();
       this.done(this.status || 400);
     } else {
-      this.done(writeProblem(this.res, code, detail, EMPTY));
+      this.done(writeProblem(this.res, code, detail, EMPTY, false, this.isHead));
     }
     // After answering: undici calls onError synchronously from abort, which must find us finished.
     this.abortUpstream?.(new Error(detail));
@@ -439,7 +485,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.total > 0) {
       // Content-Length promised more than the upstream sent: the response cannot be completed.
       if (this.headWritten) this.res.close();
-      else this.done(writeProblem(this.res, 'upstream_bad_response', 'the upstream sent a truncated response', this.extraHeaders));
+      else
+        this.done(
+          writeProblem(this.res, 'upstream_bad_response', 'the upstream sent a truncated response', this.extraHeaders, false, this.isHead),
+        );
       this.done(this.status);
       return;
     }
@@ -465,7 +514,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
         : code === 'upstream_bad_response'
           ? 'the upstream sent a response that is not valid HTTP'
           : 'the upstream could not be reached';
-    this.done(writeProblem(this.res, code, detail, this.extraHeaders));
+    this.done(writeProblem(this.res, code, detail, this.extraHeaders, false, this.isHead));
   }
 
   private done(status: number): void {

@@ -264,7 +264,8 @@ export const ENV = {
   LIMITER_SHADOW: v({
     default: 'false',
     services: ['limiter'],
-    description: 'Global shadow mode: decide, count, log and set headers, never deny',
+    description:
+      'Global shadow mode: decide, count, log and set headers, never deny for quota (unknown keys, bad tokens and ownership are still refused)',
     parse: bool,
   }),
   LIMITER_COUNTER_MAX_KEYS: v({

@@ -64,6 +64,7 @@ export const ERROR_CODES = {
   bad_request_target: { status: 400, title: 'The request target cannot be read unambiguously' },
   bad_framing: { status: 400, title: "The request's length or host is ambiguous" },
   bad_header: { status: 400, title: 'A header cannot be forwarded exactly as received' },
+  duplicate_credentials: { status: 400, title: 'A credential header is sent more than once' },
   uri_too_long: { status: 414, title: 'The request target is longer than allowed' },
   transfer_coding_not_implemented: { status: 501, title: 'Transfer codings other than chunked are not supported' },
   // ── identity: event store, users and orders (identity/events, identity/domain) ──

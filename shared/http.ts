@@ -137,8 +137,13 @@ export function readBody(res: HttpResponse, max: number, declaredLength: number)
   });
 }
 
-/** Writes a complete response (status, headers, body) in one corked write. */
-export function writeReply(res: HttpResponse, reply: Reply): void {
+/**
+ * Writes a complete response (status, headers, body) in one corked write. `head`: the request is a
+ * HEAD, answered with the GET's status and headers, its Content-Length included, and no body
+ * (RFC 9110 §9.3.2): uWS writes the body of end(body) even to a HEAD, and endWithoutBody(n) leaves
+ * the response unfinished in the build we run, so the length is written as a plain header.
+ */
+export function writeReply(res: HttpResponse, reply: Reply, head = false): void {
   const status = reply.status ?? 200;
   let body: string | Buffer = '';
   let contentType = reply.contentType;
@@ -154,7 +159,10 @@ export function writeReply(res: HttpResponse, reply: Reply): void {
     if (contentType) res.writeHeader('content-type', contentType);
     if (reply.headers) for (const k in reply.headers) res.writeHeader(k, reply.headers[k]!);
     if (status === 204) res.endWithoutBody(0);
-    else res.end(body);
+    else if (head) {
+      res.writeHeader('content-length', String(Buffer.byteLength(body)));
+      res.endWithoutBody();
+    } else res.end(body);
   });
 }
 
@@ -299,7 +307,7 @@ function dispatcher(app: TemplatedApp): RouteEntry[] {
       const err = m.pathKnown
         ? new PlatformError('method_not_allowed', { detail: `${method.toUpperCase()} is not allowed here` })
         : new PlatformError('not_found', { detail: `no resource at ${req.getUrl()}` });
-      writeReply(res, errorReply(err, opts.log));
+      writeReply(res, errorReply(err, opts.log), method === 'head');
       return;
     }
     entry.serve(res, req, m.params);
@@ -321,7 +329,7 @@ function serve(res: HttpResponse, req: HttpRequest, rawParams: string[], handler
     .then((body) => handler({ ...base, body, aborted: () => aborted }))
     .catch((err: unknown) => errorReply(err, opts.log, base))
     .then((reply) => {
-      if (!aborted) writeReply(res, reply);
+      if (!aborted) writeReply(res, reply, base.method === 'head');
     })
     .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'))
     .finally(() => opts.inFlight?.dec());
@@ -367,7 +375,7 @@ function serveStream(res: HttpResponse, req: HttpRequest, rawParams: string[], h
       // An answer before the body ended (a malformed line, 413) leaves the rest to uWS, which reads
       // and drops it; a paused socket must be resumed first, while the response still exists.
       body.release();
-      writeReply(res, reply);
+      writeReply(res, reply, base.method === 'head');
     })
     .catch((err: unknown) => opts.log.error({ err }, 'failed to write response'))
     .finally(() => opts.inFlight?.dec());

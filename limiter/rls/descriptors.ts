@@ -77,7 +77,9 @@ export function readRequest(req: RateLimitRequest, limits: DescriptorLimits): De
       `at most ${limits.maxDescriptors} descriptors (LIMITER_RLS_MAX_DESCRIPTORS), got ${req.descriptors.length}`,
     );
   }
-  // Envoy: an unset (0) request-level hits_addend means 1.
+  // Envoy: an unset (0) request-level hits_addend means 1. It is a uint32, so it can exceed the
+  // stores' largest cost as a descriptor's can: refused the same way, not capped into a denial.
+  if (req.hitsAddend > MAX_HITS) throw invalidField('hits_addend', `must be at most ${MAX_HITS}`);
   const requestHits = req.hitsAddend === 0 ? 1 : req.hitsAddend;
   return req.descriptors.map((d, i) => {
     const at = `descriptors[${i}]`;

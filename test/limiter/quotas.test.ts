@@ -191,7 +191,7 @@ t.test('shadow mode per quota: never denies, reports remaining 0, counts shadow_
   t.equal(metricSum(m, 'ratelimit_decisions', { result: 'allow', tenant: 'trial' }), 2, 'two allows');
 });
 
-t.test('global shadow mode (LIMITER_SHADOW): nothing is denied, unknown keys included', async (t) => {
+t.test('global shadow mode (LIMITER_SHADOW): nothing is denied for quota; an unknown key still gets its decoy 429', async (t) => {
   const key = newApiKey('gshadow');
   const s = await startTestSidecar(t, { upstream: up.url, quotas: [fixedQuota(keySubject(key), 1)], env: { LIMITER_SHADOW: 'true' } });
   const rs: Reply[] = [];
@@ -202,10 +202,12 @@ t.test('global shadow mode (LIMITER_SHADOW): nothing is denied, unknown keys inc
   );
   t.same(rs.map(remaining), [0, 0, 0]);
   const unknown = await get(s, newApiKey('nobody'));
-  t.equal(unknown.status, 200, 'an unknown key is not denied either');
+  t.equal(unknown.status, 429, 'an unknown key is refused: shadow mode is about quota, not who is calling');
+  t.equal(unknown.json<{ code: string }>().code, 'rate_limited', 'with the decoy');
   t.equal(remaining(unknown), 0);
   const m = parseMetrics((await call(`${s.admin}/metrics`)).text);
-  t.equal(metricSum(m, 'ratelimit_decisions', { result: 'shadow_deny' }), 3, 'two key denials and the decoy counted as shadow_deny');
+  t.equal(metricSum(m, 'ratelimit_decisions', { result: 'shadow_deny' }), 2, 'the two key denials counted as shadow_deny');
+  t.equal(metricSum(m, 'ratelimit_decisions', { result: 'decoy' }), 1, 'the unknown key counted as decoy');
   t.equal(metricSum(m, 'ratelimit_decisions', { result: 'deny' }), 0, 'no real denials');
 });
 

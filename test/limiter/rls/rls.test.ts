@@ -192,6 +192,18 @@ t.test('an unknown API key gets the decoy denial; shadow mode admits what it wou
   t.ok(metricSum(m, 'ratelimit_rls_requests', { code: 'over_limit' }) >= 1, 'RLS answers counted');
 });
 
+t.test('global shadow mode (LIMITER_SHADOW): a spent key is OK, an unknown key is still OVER_LIMIT (the decoy)', async (t) => {
+  const spent = newApiKey('gshadow');
+  const g = await startRlsSidecar(t, { upstream: up.url, quotas: [fixedQuota(keySubject(spent), 1)], env: { LIMITER_SHADOW: 'true' } });
+  const c = rlsClient(t, g.rls);
+  await shouldRateLimit(c, [[['api_key', spent]]]);
+  const over = await shouldRateLimit(c, [[['api_key', spent]]]);
+  t.same([over.overallCode, over.statuses[0]!.limitRemaining], [Code.OK, 0], 'a known key past its quota: OK in shadow mode');
+  const unknown = await shouldRateLimit(c, [[['api_key', newApiKey('nobody')]]]);
+  t.same([unknown.overallCode, unknown.statuses[0]!.code], [Code.OVER_LIMIT, Code.OVER_LIMIT], 'an unknown key: OVER_LIMIT');
+  t.ok(Number(headersOf(unknown)['retry-after']) >= 1, 'with the decoy’s Retry-After');
+});
+
 t.test('malformed or oversized requests: INVALID_ARGUMENT naming the field, and the server keeps serving', async (t) => {
   const long = 'x'.repeat(4097);
   const cases: Array<[string, Descriptor[], number, string]> = [
@@ -238,12 +250,20 @@ t.test('malformed or oversized requests: INVALID_ARGUMENT naming the field, and 
       'descriptors[0].entries[1].key',
     ],
     ['hits_addend above 2^31', [{ entries: [['api_key', K.d]], hitsAddend: 2n ** 40n }], 0, 'descriptors[0].hits_addend'],
+    // The request's own hits_addend is a uint32: 2^32 − 1 was capped into a charge of 2^31 (OVER_LIMIT).
+    ['the request’s hits_addend 2^32 − 1', [[['api_key', K.d]]], 2 ** 32 - 1, 'hits_addend'],
+    ['the request’s hits_addend 2^31 + 1', [[['api_key', K.d]]], 2 ** 31 + 1, 'hits_addend'],
   ];
   for (const [what, descriptors, hits, field] of cases) {
     const f = await failure(ask(descriptors, hits));
     t.same([f.code, f.errorCode, f.field], [grpc.status.INVALID_ARGUMENT, 'invalid_field', field], what);
   }
+  // { descriptors: [{ entries: [{ key: "api_key", value: <K.d> }] }], hits_addend: 0xFFFFFFFF }, by hand.
+  const entry = [0x0a, 7, ...Buffer.from('api_key'), 0x12, K.d.length, ...Buffer.from(K.d)];
+  const descriptor = [0x0a, entry.length, ...entry];
+  const maxHits = [0x12, descriptor.length, ...descriptor, 0x18, 0xff, 0xff, 0xff, 0xff, 0x0f];
   for (const [what, bytes] of [
+    ['the request’s hits_addend 2^32 − 1 (varint ff ff ff ff 0f)', maxHits],
     ['a truncated field', [0x0a, 0x10, 0x61]],
     ['a wire type 7', [0x0f]],
     ['a varint that never ends', [0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]],
@@ -255,6 +275,6 @@ t.test('malformed or oversized requests: INVALID_ARGUMENT naming the field, and 
   const still = await ask([[['api_key', K.d]]]);
   t.equal(still.overallCode, Code.OK, 'still serving');
   const m = parseMetrics((await call(`${s.admin}/metrics`)).text);
-  t.equal(metricSum(m, 'ratelimit_rls_requests', { code: 'invalid_argument' }), cases.length + 4, 'each refusal counted');
+  t.equal(metricSum(m, 'ratelimit_rls_requests', { code: 'invalid_argument' }), cases.length + 5, 'each refusal counted');
   t.equal(metricSum(m, 'ratelimit_rls_requests', { code: 'error' }), 0, 'no unexpected error');
 });
