@@ -93,11 +93,8 @@ for (const [region, from, to] of [
         failures.push(`cut ${cut}: body ${JSON.stringify(seen.body.toString('latin1'))}`);
     }
     t.same(failures, [], `all ${to - from} cuts answered 200 with the reference bytes upstream`);
-    t.equal(
-      up.requests.filter((r) => r.target.startsWith('/v1/split-')).length,
-      new Set(up.requests.map((r) => r.target)).size,
-      'no request reached the upstream twice',
-    );
+    const split = up.requests.filter((r) => r.target.startsWith('/v1/split-')).map((r) => r.target);
+    t.equal(split.length, new Set(split).size, 'no request reached the upstream twice');
   });
 }
 
