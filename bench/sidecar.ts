@@ -416,7 +416,9 @@ const ORDER = [
   'fastify-redis-abuse',
   'rate-direct',
   'rate-sidecar-memory',
+  'rate-uwspeer-memory',
   'rate-sidecar-redis',
+  'rate-uwspeer-redis',
   'rate-nginx',
 ];
 
@@ -531,6 +533,20 @@ async function benchmark(): Promise<void> {
         if (SCENARIOS.has('deny'))
           await measure(
             { id: `uwspeer-${store}-deny`, label: `(c) sidecar on ${uwsPeer.id}, ${store} store, denying`, url, key: DENY_KEY, pid },
+            tools,
+            plan,
+            rows,
+          );
+        if (SCENARIOS.has('latency'))
+          await measure(
+            {
+              id: `rate-uwspeer-${store}`,
+              label: `latency @ ${rateLabel}: sidecar on ${uwsPeer.id}, ${store} store`,
+              url,
+              key: ADMIT_KEY,
+              pid,
+              rate: RATE,
+            },
             tools,
             plan,
             rows,

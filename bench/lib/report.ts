@@ -162,6 +162,13 @@ export function ratios(rows: readonly Row[], ctx: RatioContext): string {
             peer: `uwspeer-${s}-deny`,
             atLeast: 0.95,
           },
+          // The same request rate offered to both: requests/s are equal by design, and CPU per
+          // request compares like with like (the same batching of reads and writes).
+          {
+            what: `admitted at a fixed rate, ${s} store: the pinned uWS build vs ${ctx.uwsPeer} (read by CPU per request)`,
+            ours: `rate-sidecar-${s}`,
+            peer: `rate-uwspeer-${s}`,
+          },
         ])
       : []),
     // Issue 3's targets against nginx, kept for comparison.
