@@ -730,7 +730,10 @@ async function benchmark(): Promise<void> {
   for (const w of warn) console.log(`warning: ${w}`);
 
   if (argv['no-write']) return;
-  const cmd = `node dist/bench/sidecar.js ${process.argv.slice(2).join(' ')}`.trim();
+  const cmd = `node dist/bench/sidecar.js ${process.argv
+    .slice(2)
+    .map((a) => (/\s/.test(a) ? `"${a}"` : a))
+    .join(' ')}`.trim();
   const baselineCommit = BASELINE
     ? spawnSync('git', ['-C', BASELINE, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()
     : '';

@@ -9,7 +9,7 @@
  * "Flushed and read" without a timer: the sidecar runs in this process, on this event loop, so
  * once the first write's callback has run and the loop has turned twice (two setImmediate hops,
  * a poll phase between them), uWS has read what arrived. With @rjweb/uws 1.5.0 (the build before
- * issue 23) cuts 4 to 37 of the request line were answered 505 by uWS itself, so this file fails
+ * issue 23) every cut from the 4th byte of the request line was answered 505 by uWS itself, so this file fails
  * on that build: run it with `NODE_OPTIONS=--require=$PWD/bench/lib/uws-redirect.cjs
  * UWS_BUILD_DIR=<an installed @rjweb/uws>` to see it.
  */
