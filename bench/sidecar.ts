@@ -21,10 +21,17 @@
  *     [--store memory|redis|both] [--scenario direct,bare,admit,deny,abuse,approx,nginx,fastify,latency]
  *     [--baseline DIR] [--abuse-rps 50000] [--rate 5000] [--warmup 2] [--rounds 1] [--tools autocannon,wrk]
  *     [--upstream uws|node] [--redis-url URL] [--no-pin] [--install] [--no-write] [--profile]
+ *     [--uws-peer rjweb] [--heading "## …"]
  *
  * `--baseline DIR`: DIR is a built checkout of another commit (e.g. `git worktree add /tmp/base
  * 1bc8205 && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -b)`); its
  * dist/limiter/main.js is measured admitting on each store, in the same run, as `baseline-*` rows.
+ *
+ * `--uws-peer ALIAS` (issue 23): also measures the sidecar admitting and denying on each store with
+ * another uWS build (bench/lib/uws-builds.ts: rjweb, uwebsockets, trufflesuite), installed under
+ * bench/.scratch/uws-builds/ and loaded through bench/lib/uws-redirect.cjs, as `uwspeer-*` rows;
+ * every round measures both builds, in alternating order, and the ratios hold the pinned build to
+ * ≥ 0.95× the peer. `--heading` writes to another section of bench/RESULTS.md.
  *
  * `--profile` instead runs scenario (b) alone (or (c) with `--scenario deny`, the abuse workload
  * with `--scenario abuse`) with the sidecar under `--cpu-prof --cpu-prof-dir
@@ -36,6 +43,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
@@ -68,6 +76,8 @@ import {
   type DecisionLatency,
 } from './lib/decision-latency.js';
 import { machine, ratios, RESULTS_HEADING, table, warnings, writeResults, medians, type RatioContext, type Row } from './lib/report.js';
+import { installUwsBuild, UWS_BUILDS, UWS_REDIRECT, type InstalledBuild, type UwsAlias } from './lib/uws-builds.js';
+import { installedBuild } from '../test/limiter/fixtures/uws-conformance.js';
 
 const ALL_SCENARIOS = ['direct', 'bare', 'admit', 'deny', 'abuse', 'approx', 'nginx', 'fastify', 'latency'];
 
@@ -91,6 +101,9 @@ const HELP = `node dist/bench/sidecar.js [options]
   --no-pin            do not pin processes to cores
   --install           apt-get install nginx and wrk when missing (needs root)
   --no-write          print only; leave bench/RESULTS.md alone
+  --uws-peer ALIAS    also measure the sidecar admitting and denying with another uWS build
+                      (${Object.keys(UWS_BUILDS).join(', ')}), installed under bench/.scratch/uws-builds/
+  --heading TEXT      the bench/RESULTS.md section to write (default "${RESULTS_HEADING}")
   --profile           run scenario (b) alone (or (c) with --scenario deny, the abuse workload with
                       --scenario abuse) with the sidecar under --cpu-prof, on the first store of
                       --store; print the top self time`;
@@ -113,6 +126,8 @@ const { values: argv } = parseArgs({
     install: { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    'uws-peer': { type: 'string' },
+    heading: { type: 'string', default: RESULTS_HEADING },
     help: { type: 'boolean', short: 'h', default: false },
   },
   strict: true,
@@ -147,6 +162,9 @@ const WANT_TOOLS = new Set(argv.tools.split(',').map((s) => s.trim()));
 for (const t of WANT_TOOLS) if (t !== 'autocannon' && t !== 'wrk') usage(`unknown tool "${t}"`);
 if (argv.upstream !== 'uws' && argv.upstream !== 'node') usage(`--upstream must be uws or node`);
 const BASELINE = argv.baseline === undefined ? undefined : resolve(argv.baseline);
+const UWS_PEER = argv['uws-peer'] as UwsAlias | undefined;
+if (UWS_PEER !== undefined && !(UWS_PEER in UWS_BUILDS)) usage(`--uws-peer must be one of ${Object.keys(UWS_BUILDS).join(', ')}`);
+if (!/^## \S/.test(argv.heading)) usage('--heading must start with "## "');
 
 const SCRATCH = join(PROJECT_ROOT, 'bench', '.scratch');
 const RESULTS = join(PROJECT_ROOT, 'bench', 'RESULTS.md');
@@ -281,6 +299,7 @@ async function startSidecar(
   redisUrl: string | undefined,
   cpu: string | undefined,
   profileDir?: string,
+  uws?: InstalledBuild,
 ): Promise<SidecarProcess> {
   const [port, admin] = [await freePort(), await freePort()];
   // Nothing the sidecar reads may leak in from the caller's shell (a REDIS_URL, a LIMITER_*): start
@@ -298,8 +317,9 @@ async function startSidecar(
     // No identity in the bench: an address that refuses at once.
     JWKS_URL: 'http://127.0.0.1:1/none',
     ...(store === 'redis' ? { REDIS_URL: redisUrl } : {}),
+    ...(uws ? { UWS_BUILD_DIR: uws.dir } : {}),
   });
-  const args = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir, main] : [main];
+  const args = [...(uws ? ['--require', UWS_REDIRECT] : []), ...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), main];
   const log = join(SCRATCH, `${label.replace(/[^a-z0-9-]+/gi, '-')}-${store}.log`);
   const p = spawnPinned(`${label} (${store})`, process.execPath, args, { cpu, env, logFile: log });
   await waitForHttp(p, `http://127.0.0.1:${admin}/readyz`, log);
@@ -374,7 +394,9 @@ const ORDER = [
   'direct',
   'bare-admit',
   'sidecar-memory-admit',
+  'uwspeer-memory-admit',
   'sidecar-redis-admit',
+  'uwspeer-redis-admit',
   'sidecar-redis-approx-admit',
   'baseline-memory-admit',
   'baseline-redis-admit',
@@ -382,7 +404,9 @@ const ORDER = [
   'fastify-memory-admit',
   'fastify-redis-admit',
   'sidecar-memory-deny',
+  'uwspeer-memory-deny',
   'sidecar-redis-deny',
+  'uwspeer-redis-deny',
   'nginx-deny',
   'fastify-memory-deny',
   'fastify-redis-deny',
@@ -392,19 +416,23 @@ const ORDER = [
   'fastify-redis-abuse',
   'rate-direct',
   'rate-sidecar-memory',
+  'rate-uwspeer-memory',
   'rate-sidecar-redis',
+  'rate-uwspeer-redis',
   'rate-nginx',
 ];
 
 async function benchmark(): Promise<void> {
   const pre = prerequisites();
   const mach = machine(pre.nginx ? nginxVersion(pre.nginx) : undefined);
+  const loadAtStart = loadavg();
   const plan = corePlan(!argv['no-pin']);
   pinProcess(process.pid, plan.load);
   const tools: Tool[] = [...(WANT_TOOLS.has('autocannon') ? (['autocannon'] as const) : []), ...(pre.wrk ? (['wrk'] as const) : [])];
   if (tools.length === 0) throw new Error('no load generator to run: --tools names none that is installed');
   note(`pinning: ${plan.description}`);
 
+  const uwsPeer = UWS_PEER ? installUwsBuild(UWS_PEER, note) : undefined;
   const approx = SCENARIOS.has('approx') && STORES.includes('redis') ? APPROXIMATE : undefined;
   if (SCENARIOS.has('approx') && APPROX_MISSING) note(`approximate mode: skipped (${APPROX_MISSING})`);
   const quotaFile = writeQuotaFile('quotas.json', approx);
@@ -477,6 +505,55 @@ async function benchmark(): Promise<void> {
 
     for (const store of STORES) {
       if (!['admit', 'deny', 'abuse', 'approx', 'latency'].some((s) => SCENARIOS.has(s))) break;
+      // The peer build first in even rounds, after in odd ones: neither always runs on a warmer machine.
+      const peerRun = async (): Promise<void> => {
+        if (!uwsPeer) return;
+        const peer = await startSidecar(
+          'uws-peer',
+          SIDECAR_MAIN,
+          store,
+          upstream.port,
+          quotaFile,
+          redisUrl,
+          plan.server,
+          undefined,
+          uwsPeer,
+        );
+        const url = `http://127.0.0.1:${peer.port}${PATH}`;
+        const pid = peer.process.child.pid!;
+        await checkWiring(`sidecar on ${uwsPeer.id} (${store})`, url, ADMIT_KEY, 'admit');
+        await checkWiring(`sidecar on ${uwsPeer.id} (${store})`, url, DENY_KEY, 'deny');
+        if (SCENARIOS.has('admit'))
+          await measure(
+            { id: `uwspeer-${store}-admit`, label: `(b) sidecar on ${uwsPeer.id}, ${store} store, admitting`, url, key: ADMIT_KEY, pid },
+            tools,
+            plan,
+            rows,
+          );
+        if (SCENARIOS.has('deny'))
+          await measure(
+            { id: `uwspeer-${store}-deny`, label: `(c) sidecar on ${uwsPeer.id}, ${store} store, denying`, url, key: DENY_KEY, pid },
+            tools,
+            plan,
+            rows,
+          );
+        if (SCENARIOS.has('latency'))
+          await measure(
+            {
+              id: `rate-uwspeer-${store}`,
+              label: `latency @ ${rateLabel}: sidecar on ${uwsPeer.id}, ${store} store`,
+              url,
+              key: ADMIT_KEY,
+              pid,
+              rate: RATE,
+            },
+            tools,
+            plan,
+            rows,
+          );
+        await peer.process.stop('SIGTERM', 10_000);
+      };
+      if (round % 2 === 0) await peerRun();
       const sc = await startSidecar('sidecar', SIDECAR_MAIN, store, upstream.port, quotaFile, redisUrl, plan.server);
       const url = `http://127.0.0.1:${sc.port}${PATH}`;
       const pid = sc.process.child.pid!;
@@ -536,6 +613,7 @@ async function benchmark(): Promise<void> {
         );
       }
       await sc.process.stop('SIGTERM', 10_000);
+      if (round % 2 === 1) await peerRun();
     }
 
     if (BASELINE && SCENARIOS.has('admit')) {
@@ -643,6 +721,7 @@ async function benchmark(): Promise<void> {
     decisions: medianDecisions,
     ...(APPROX_MISSING ? { approxMissing: APPROX_MISSING } : {}),
     ...(BASELINE ? {} : { baselineMissing: 'run with --baseline DIR, a built checkout of the commit before issue 17 (1bc8205)' }),
+    ...(uwsPeer ? { uwsPeer: uwsPeer.id } : {}),
   };
   const rat = ratios(medianRows, ctx);
   const warn = warnings(medianRows, RATE);
@@ -651,13 +730,20 @@ async function benchmark(): Promise<void> {
   for (const w of warn) console.log(`warning: ${w}`);
 
   if (argv['no-write']) return;
-  const cmd = `node dist/bench/sidecar.js ${process.argv.slice(2).join(' ')}`.trim();
+  const cmd = `node dist/bench/sidecar.js ${process.argv
+    .slice(2)
+    .map((a) => (/\s/.test(a) ? `"${a}"` : a))
+    .join(' ')}`.trim();
   const baselineCommit = BASELINE
     ? spawnSync('git', ['-C', BASELINE, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()
     : '';
   const body = [
     `Run ${date} on ${mach.cores} cores (${mach.cpu}), ${mach.kernel}; node ${mach.node}, ${mach.nginx}, ` +
       `${mach.wrk}, redis ${mach.redis}.`,
+    `Machine load (1, 5, 15 min load averages, as \`uptime\` shows them) at the start: ${loadAtStart.map((x) => x.toFixed(2)).join(', ')}; ` +
+      `at the end: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(', ')}. Above about 1 on 2 cores, other work shared the machine: compare CPU µs per request rather than requests/s.`,
     `Command: \`${cmd}\`: ${DURATION} s per measurement after a ${WARMUP} s unmeasured warm-up per target` +
       `${ROUNDS > 1 ? `, every measurement taken in each of ${ROUNDS} rounds (all servers in turn per round) and the median shown` : ''}, ` +
       `${CONNECTIONS} keep-alive connections, one \`GET ${PATH}\` per request with an \`X-API-Key\`.`,
@@ -670,7 +756,7 @@ async function benchmark(): Promise<void> {
     [
       `- Pinning: ${plan.description}.`,
       `- Upstream: ${argv.upstream === 'uws' ? 'uWebSockets.js' : 'node:http'} in its own process, 200 with a 3-byte body for any request.`,
-      `- Sidecar: \`node dist/limiter/main.js\`, one process, LOG_LEVEL=warn, other settings at their defaults (global bucket off, ` +
+      `- Sidecar: \`node dist/limiter/main.js\` on uWS ${installedBuild()}, one process, LOG_LEVEL=warn, other settings at their defaults (global bucket off, ` +
         `decision sampling 1%), quotas from a snapshot file: the admitting key has a token bucket of rate and burst 10⁹/s, the denying ` +
         `key rate 1, burst 1 per ${DENY_INTERVAL_MS / 3_600_000} h. Redis store: ${argv['redis-url'] ? 'the given Redis' : "a redis-server of the bench's own"} (no persistence) on the upstream's core.`,
       `- Abuse workload: ${ABUSE.count.toLocaleString('en')} API keys, each a token bucket of one request per ${(ABUSE_TOKEN_MS / 1000).toFixed(2)} s ` +
@@ -681,6 +767,13 @@ async function benchmark(): Promise<void> {
       `- Floor: bench/peers/bare-proxy.ts, uWS + undici \`dispatch\` as the sidecar uses them, forwarding the same header set ` +
         `(client headers minus hop-by-hop, X-Subject, X-Subject-Role, X-Subject-Address, X-Forwarded-For/-Host/-Proto/-Port, Forwarded; the rate-limit ` +
         `response headers as constant strings), no decision, no hashing, no canonical path.`,
+      ...(uwsPeer
+        ? [
+            `- uWS peer: the same dist/limiter/main.js, settings and snapshot on ${uwsPeer.id} (\`node --require bench/lib/uws-redirect.cjs\`, ` +
+              `installed under bench/.scratch/uws-builds/), admitting and denying, measured in every round right after the pinned build ` +
+              `(odd rounds) or right before it (even rounds).`,
+          ]
+        : []),
       ...(BASELINE
         ? [
             `- Baseline: \`${relative(PROJECT_ROOT, BASELINE) || BASELINE}\` at ${baselineCommit}, its dist/limiter/main.js with the same settings and snapshot (less the approximate key).`,
@@ -706,8 +799,8 @@ async function benchmark(): Promise<void> {
     ...(rat ? [rat] : []),
     ...(warn.length > 0 ? [warn.map((w) => `- warning: ${w}`).join('\n')] : []),
   ].join('\n\n');
-  writeResults(RESULTS, body);
-  note(`\n${relative(PROJECT_ROOT, RESULTS)}: section "${RESULTS_HEADING}" written`);
+  writeResults(RESULTS, body, argv.heading);
+  note(`\n${relative(PROJECT_ROOT, RESULTS)}: section "${argv.heading}" written`);
 }
 
 // ── --profile ────────────────────────────────────────────────────────────────

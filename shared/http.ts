@@ -210,10 +210,12 @@ interface RouteEntry {
 }
 
 /**
- * Our own router. The uWS build we install (@rjweb/uws 1.5.0) never matches `:param` patterns (the
- * connection is closed), so each app gets one `any('/*')` handler and routes are matched here:
- * static segments, `:name` parameters and a trailing `*`; first registered wins. An unmatched path
- * gets 404 `not_found`, a known path with another method 405 `method_not_allowed`.
+ * Our own router. The uWS build we used until issue 23 (@rjweb/uws 1.5.0) never matched `:param`
+ * patterns (the connection was closed), and routing here keeps behaviour the same whatever build
+ * is installed (limiter/README.md "Which uWS build"). So each app gets one `any('/*')` handler and
+ * routes are matched here: static segments, `:name` parameters and a trailing `*`; first
+ * registered wins. An unmatched path gets 404 `not_found`, a known path with another method 405
+ * `method_not_allowed`.
  */
 const routers = new WeakMap<TemplatedApp, RouteEntry[]>();
 

@@ -202,7 +202,9 @@ export async function waitUntil(
   what: string,
   probe: () => Promise<boolean>,
   logFile: string,
-  timeoutMs = 15_000,
+  // Generous: on a machine shared with other work (load 20 on 2 cores), a node process has taken
+  // more than 15 s to start listening.
+  timeoutMs = 60_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let exited: number | string | undefined;

@@ -82,6 +82,8 @@ export interface RatioContext {
   approxMissing?: string;
   /** Why there is no baseline row, when there is none. */
   baselineMissing?: string;
+  /** The other uWS build measured in the same run (`--uws-peer`), as `name@version`. */
+  uwsPeer?: string;
 }
 
 interface Target {
@@ -145,6 +147,30 @@ export function ratios(rows: readonly Row[], ctx: RatioContext): string {
     { what: 'denied, Redis store vs the fastify gateway on Redis', ours: 'sidecar-redis-deny', peer: 'fastify-redis-deny' },
     { what: 'abuse workload, Redis store vs the fastify gateway on Redis', ours: 'sidecar-redis-abuse', peer: 'fastify-redis-abuse' },
     { what: 'admitted, in-process baseline build vs this build', ours: 'sidecar-memory-admit', peer: 'baseline-memory-admit' },
+    // Issue 23: the pinned uWS build against the one it replaced, same sidecar code, same run.
+    ...(ctx.uwsPeer
+      ? ctx.stores.flatMap((s): Target[] => [
+          {
+            what: `admitted, ${s} store: the pinned uWS build vs ${ctx.uwsPeer}`,
+            ours: `sidecar-${s}-admit`,
+            peer: `uwspeer-${s}-admit`,
+            atLeast: 0.95,
+          },
+          {
+            what: `denied, ${s} store: the pinned uWS build vs ${ctx.uwsPeer}`,
+            ours: `sidecar-${s}-deny`,
+            peer: `uwspeer-${s}-deny`,
+            atLeast: 0.95,
+          },
+          // The same request rate offered to both: requests/s are equal by design, and CPU per
+          // request compares like with like (the same batching of reads and writes).
+          {
+            what: `admitted at a fixed rate, ${s} store: the pinned uWS build vs ${ctx.uwsPeer} (read by CPU per request)`,
+            ours: `rate-sidecar-${s}`,
+            peer: `rate-uwspeer-${s}`,
+          },
+        ])
+      : []),
     // Issue 3's targets against nginx, kept for comparison.
     ...ctx.stores.flatMap((s): Target[] => [
       { what: `admitted, ${s} store vs nginx`, ours: `sidecar-${s}-admit`, peer: 'nginx-admit', atLeast: 0.75 },
@@ -302,8 +328,8 @@ export function replaceSection(text: string, heading: string, body: string): str
   return `${before}${before ? '\n' : ''}${section}${after ? `\n${after}` : ''}`;
 }
 
-/** Writes (or replaces) this bench's section of RESULTS.md, creating the file when missing. */
-export function writeResults(file: string, body: string): void {
+/** Writes (or replaces) this bench's section of RESULTS.md (`heading`, by default {@link RESULTS_HEADING}), creating the file when missing. */
+export function writeResults(file: string, body: string, heading = RESULTS_HEADING): void {
   const text = existsSync(file) ? readFileSync(file, 'utf8') : RESULTS_HEADER;
-  writeFileSync(file, replaceSection(text, RESULTS_HEADING, body).replace(/\n*$/, '\n'));
+  writeFileSync(file, replaceSection(text, heading, body).replace(/\n*$/, '\n'));
 }

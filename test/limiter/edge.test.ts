@@ -181,12 +181,18 @@ function uwsCase(id: number, lines: string[]): string {
 
 // The cases uWS drops without an answer wait for its idle timeout (~10 s); they start now and run
 // alongside the rest of the file, each asserted by its own test at the end.
-const MANY_HEADERS = Array.from({ length: 60 }, (_v, i) => `X-H${i}: v`);
+// 49 fields in all: one more than uWS reads (test/limiter/split-reads.test.ts forwards 48).
+const MANY_HEADERS = Array.from({ length: 47 }, (_v, i) => `X-H${i}: v`);
 const DROPPED = [
   { name: 'a control character (0x01) in a header value', bytes: uwsCase(1, [`Host: ${HOST}`, `X-API-Key: ${KEY}`, 'X-Bad: a\x01b']) },
   { name: 'a header line without a colon', bytes: uwsCase(2, [`Host: ${HOST}`, `X-API-Key: ${KEY}`, 'NoColonHere']) },
-  { name: 'more than 50 headers (60)', bytes: uwsCase(3, [`Host: ${HOST}`, `X-API-Key: ${KEY}`, ...MANY_HEADERS]) },
+  { name: 'more than 48 header fields (49)', bytes: uwsCase(3, [`Host: ${HOST}`, `X-API-Key: ${KEY}`, ...MANY_HEADERS]) },
   { name: 'a header name with an underscore', bytes: uwsCase(4, [`Host: ${HOST}`, `X-API-Key: ${KEY}`, 'X_Under: v']) },
+  // HTTP/1.0 and absolute-form: @rjweb/uws 1.5.0 answered 505 at once; the build pinned now reads
+  // neither and says nothing (limiter/README.md "Which uWS build").
+  { name: 'an HTTP/1.0 request line', bytes: wire([`GET /v1/uws-5 HTTP/1.0`, `Host: ${HOST}`, `X-API-Key: ${KEY}`]) },
+  { name: 'an absolute-form target', bytes: wire([`GET http://${HOST}/v1/uws-6 HTTP/1.1`, `Host: ${HOST}`, `X-API-Key: ${KEY}`]) },
+  { name: 'a header line folded onto the next (obs-fold)', bytes: uwsCase(7, [`Host: ${HOST}`, `X-API-Key: ${KEY}`, 'X-Fold: a', ' b']) },
 ].map((c) => ({ ...c, result: rawExchange(PORT, c.bytes, 20_000) }));
 
 // ── Content-Length ──────────────────────────────────────────────────────────────────────────────
@@ -268,20 +274,21 @@ t.test('equal duplicate Content-Length (5 and 5) is folded: forwarded once with 
   t.equal(seen.rawHead.toString('latin1'), expectedHead('POST /v1/cl-equal HTTP/1.1', [], ['content-length: 5']), 'exact head');
 });
 
-for (const cl of ['+5', '5x']) {
-  t.test(
-    `known limitation (uWS): Content-Length ${cl} is refused by uWS's own 400 (not problem+json), closed, nothing upstream`,
-    async (t) => {
-      const before = up.requests.length;
-      const r = await rawExchange(PORT, withKey('POST /v1/cl-bad HTTP/1.1', [`Content-Length: ${cl}`], 'hello'), 5_000);
-      const [first] = splitResponses(r.bytes);
-      t.equal(first?.status, 400, '400');
-      t.equal(codeOf(first), undefined, "uWS's HTML body: our bad_framing check never runs");
-      t.equal(r.ended, 'close', 'closed');
-      t.ok(r.ms < 2_000, `promptly (${r.ms} ms)`);
-      await nothingForwarded(t, before);
-    },
-  );
+for (const [what, bytes] of [
+  ['Content-Length +5', withKey('POST /v1/cl-bad HTTP/1.1', ['Content-Length: +5'], 'hello')],
+  ['Content-Length 5x', withKey('POST /v1/cl-bad HTTP/1.1', ['Content-Length: 5x'], 'hello')],
+  ['no Host header', wire(['GET /v1/no-host HTTP/1.1', `X-API-Key: ${KEY}`])],
+] as const) {
+  t.test(`known limitation (uWS): ${what}: uWS closes the connection at once without an answer, nothing upstream`, async (t) => {
+    // @rjweb/uws 1.5.0 answered its own 400 here; the pinned build sends nothing. Either way our
+    // own checks never run: uWS refuses the head before the handler.
+    const before = up.requests.length;
+    const r = await rawExchange(PORT, bytes, 5_000);
+    t.equal(r.bytes.length, 0, `no response bytes (got ${JSON.stringify(r.bytes.toString('latin1').slice(0, 120))})`);
+    t.equal(r.ended, 'close', 'closed');
+    t.ok(r.ms < 2_000, `at once, not at the idle timeout (${r.ms} ms)`);
+    await nothingForwarded(t, before);
+  });
 }
 
 // ── Transfer-Encoding ───────────────────────────────────────────────────────────────────────────
@@ -303,14 +310,31 @@ for (const te of [['xchunked'], ['chunked, identity'], ['chunked, chunked'], ['g
   });
 }
 
-t.test('Transfer-Encoding chunked with Content-Length: 400 (uWS answers first), closed, nothing upstream', async (t) => {
-  const before = up.requests.length;
-  const r = await rawExchange(PORT, withKey('POST /v1/te-cl HTTP/1.1', ['Transfer-Encoding: chunked', 'Content-Length: 5'], CHUNKED_HELLO));
-  const [first] = splitResponses(r.bytes);
-  t.equal(first?.status, 400, '400');
-  t.equal(r.ended, 'close', 'closed');
-  t.ok(r.ms < 2_000, `promptly (${r.ms} ms)`);
-  await nothingForwarded(t, before);
+t.test(
+  'known limitation (uWS): Transfer-Encoding chunked with Content-Length: uWS closes at once without an answer, nothing upstream',
+  async (t) => {
+    // Refusing is right (RFC 9112 §6.3: a server ought to treat it as an error and close); an
+    // answer would be better. @rjweb/uws 1.5.0 sent its own 400.
+    const before = up.requests.length;
+    const r = await rawExchange(
+      PORT,
+      withKey('POST /v1/te-cl HTTP/1.1', ['Transfer-Encoding: chunked', 'Content-Length: 5'], CHUNKED_HELLO),
+    );
+    t.equal(r.bytes.length, 0, `no response bytes (got ${JSON.stringify(r.bytes.toString('latin1').slice(0, 120))})`);
+    t.equal(r.ended, 'close', 'closed');
+    t.ok(r.ms < 2_000, `at once (${r.ms} ms)`);
+    await nothingForwarded(t, before);
+  },
+);
+
+t.test('a chunked body with a trailer field is forwarded: the decoded body, and no trailer upstream', async (t) => {
+  // @rjweb/uws 1.5.0 answered 505 to any trailer section; the pinned build reads it.
+  const { seen } = await forwarded(
+    t,
+    withKey('POST /v1/te-trailer HTTP/1.1', ['Transfer-Encoding: chunked'], '5\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n'),
+  );
+  t.equal(seen.body.toString('latin1'), 'hello', 'the decoded body');
+  t.notMatch(seen.rawBody.toString('latin1'), /X-Trailer/i, 'the trailer field is not forwarded');
 });
 
 t.test('Transfer-Encoding: Chunked (any case) is accepted and the body forwarded', async (t) => {
@@ -336,33 +360,6 @@ t.test('known limitation (uWS): a chunk longer than its size line (5\\r\\nhelloX
 t.test('two Host headers: 400 bad_framing, closed, nothing upstream', async (t) => {
   await refusedAndClosed(t, wire(['GET /v1/hosts HTTP/1.1', `Host: ${HOST}`, 'Host: other.test', `X-API-Key: ${KEY}`]), 400, 'bad_framing');
 });
-
-t.test('known limitation (uWS): no Host header is answered by uWS with its own 400, closed, nothing upstream', async (t) => {
-  const before = up.requests.length;
-  const r = await rawExchange(PORT, wire(['GET /v1/no-host HTTP/1.1', `X-API-Key: ${KEY}`]));
-  const [first] = splitResponses(r.bytes);
-  t.equal(first?.status, 400, '400');
-  t.equal(codeOf(first), undefined, 'not problem+json: our code never saw it');
-  t.equal(r.ended, 'close', 'closed');
-  t.ok(r.ms < 2_000, `promptly (${r.ms} ms)`);
-  await nothingForwarded(t, before);
-});
-
-for (const [what, line] of [
-  ['an HTTP/1.0 request line', 'GET /v1/old HTTP/1.0'],
-  ['an absolute-form target', `GET http://${HOST}/v1/abs HTTP/1.1`],
-] as const) {
-  t.test(`known limitation (uWS): ${what} is answered by uWS with 505, closed, nothing upstream`, async (t) => {
-    const before = up.requests.length;
-    const r = await rawExchange(PORT, wire([line, `Host: ${HOST}`, `X-API-Key: ${KEY}`]));
-    const [first] = splitResponses(r.bytes);
-    t.equal(first?.status, 505, '505 HTTP Version Not Supported');
-    t.equal(codeOf(first), undefined, 'not problem+json: our code never saw it');
-    t.equal(r.ended, 'close', 'closed');
-    t.ok(r.ms < 2_000, `promptly (${r.ms} ms)`);
-    await nothingForwarded(t, before);
-  });
-}
 
 // ── The request target ──────────────────────────────────────────────────────────────────────────
 
@@ -514,6 +511,62 @@ for (const [what, value, arrives] of [
     t.equal(seen.headers.find(([k]) => k === 'x-name')?.[1].toString('hex'), arrives, `x-name arrives as ${arrives || '(empty)'}`);
   });
 }
+
+for (const [what, value, arrives] of [
+  ['ü€ (UTF-8 at both ends)', 'ü€', ''],
+  ['x€ (UTF-8 at the end)', 'x€', '78'],
+  ['€x (UTF-8 at the start)', '€x', '78'],
+] as const) {
+  t.test(
+    `known limitation (uWS): a valid UTF-8 character at the edge of a header value is dropped: ${what} arrives as ${arrives || '(empty)'}`,
+    async (t) => {
+      // Inside uWS, in every build measured (limiter/README.md "Which uWS build", case utf8-edges):
+      // a plain uWS app sees the same. The checks and the upstream see the same (shortened) value,
+      // so nothing is smuggled; a value that must keep them is sent percent- or base64-encoded.
+      const bytes = Buffer.concat([
+        Buffer.from(withKey('GET /v1/utf8-edge HTTP/1.1', ['X-U: ']).slice(0, -4), 'latin1'),
+        Buffer.from(value, 'utf8'),
+        Buffer.from('\r\n\r\n', 'latin1'),
+      ]);
+      const { seen } = await forwarded(t, bytes);
+      t.equal(
+        seen.headers.find(([k]) => k.toLowerCase() === 'x-u')?.[1].toString('hex'),
+        arrives,
+        `x-u arrives as ${arrives || '(empty)'}`,
+      );
+    },
+  );
+}
+
+t.test(
+  'known limitation (uWS): Expect: 100-continue gets 100 Continue before the sidecar refuses (429 for an unknown key), nothing upstream',
+  async (t) => {
+    // uWS answers 100 Continue itself, before any handler runs (every build measured, case
+    // expect-continue), so a client sends a body the sidecar then discards. RFC 9110 §10.1.1 would
+    // have the final status instead. The connection stays usable.
+    const before = up.requests.length;
+    const s = await openSocket(PORT);
+    const reading = readResponses(s, 1, 5_000);
+    s.write(
+      wire([
+        'POST /v1/expect HTTP/1.1',
+        `Host: ${HOST}`,
+        `X-API-Key: ${newApiKey('unknown')}`,
+        'Content-Length: 5',
+        'Expect: 100-continue',
+      ]),
+    );
+    const r = await reading;
+    const all = splitResponses(r.bytes);
+    t.same(
+      all.map((x) => x.status),
+      [100, 429],
+      '100 Continue, then the 429',
+    );
+    t.equal(codeOf(all[1]), 'rate_limited');
+    await nothingForwarded(t, before);
+  },
+);
 
 // ── Forwarding headers ──────────────────────────────────────────────────────────────────────────
 
@@ -759,7 +812,7 @@ for (const c of DROPPED) {
       t.ok(r.ms >= 8_000 && r.ms < 20_000, `by the idle timeout: ${r.ms} ms`);
       const id = DROPPED.indexOf(c) + 1;
       t.notOk(
-        up.requests.some((x) => x.target === `/v1/uws-${id}`),
+        up.requests.some((x) => x.target.endsWith(`/v1/uws-${id}`)),
         'it never reached the upstream',
       );
       // A positive signal that the upstream records what it is sent.
