@@ -9,7 +9,7 @@
  * fail mode, which is the point of having fail modes.
  */
 import { readFile } from 'node:fs/promises';
-import { App, closeListenSocket, listen } from '../shared/uws.js';
+import { App, closeListenSocket, listen, requireNativeBuild } from '../shared/uws.js';
 import { operationalRoutes, InFlight, type HealthCheck } from '../shared/http.js';
 import type { Logger } from '../shared/log.js';
 import { systemClock, type Clock } from '../shared/clock.js';
@@ -337,6 +337,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     checks: readyChecks,
   });
 
+  requireNativeBuild();
   const data = await listen(app, config.HOST, config.LIMITER_PORT).catch((err: unknown) => {
     throw Object.assign(new Error(`port ${config.LIMITER_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
   });

@@ -40,6 +40,18 @@ export const listenSocketPort: PortFn = uws['us_socket_local_port'] ?? (uws['get
  */
 export const nativeBuild: boolean = typeof closeListenSocket === 'function' && typeof uws['getParts'] === 'function';
 
+/**
+ * Throws unless a native build loaded. The sidecar calls it before it listens: on the fallback it
+ * would serve, slowly and with another HTTP parser than the one every edge test pins, and the only
+ * sign would be a console.warn at import.
+ */
+export function requireNativeBuild(): void {
+  if (!nativeBuild)
+    throw new Error(
+      'uWebSockets.js: no native build loaded for this Node ABI (the pure-Node fallback did; UWS_USE_FALLBACK set?): the sidecar runs only on a native build (limiter/README.md "Which uWS build")',
+    );
+}
+
 type HeaderVisitor = (key: string, value: string) => void;
 type ForEach = (this: HttpRequest, cb: HeaderVisitor) => void;
 
