@@ -51,6 +51,7 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ADMIT_LUA } from './admit-script.js';
 import { RespCallError, RespConnection, respScript, type RespScript } from './resp-connection.js';
+import { ReplyDeadlines, type LateReplyListener } from './reply-deadline.js';
 import type { RespError } from './resp-codec.js';
 import { CounterStoreError, type AdmitRequest, type AdmitResult, type CounterStore } from './counter-store.js';
 import { bucketKey, checkKeyPart, globalKey, KEY_LAYOUT_VERSION, shardHead, shardOf } from './key-layout.js';
@@ -90,6 +91,8 @@ export interface RedisCounterStoreOptions {
   candidate?: ShadowCandidate;
   /** Called on each shadow disagreement. Keep it cheap. */
   onShadowDisagreement?: (key: string, enforced: AdmitResult, candidate: AdmitResult) => void;
+  /** Each reply read after its deadline: how late, split into event-loop delay and Redis time (ms). */
+  onLateReply?: LateReplyListener;
   /** Connection-level errors (the client's `error` events); the store keeps reconnecting. */
   onConnectionError?: (err: Error) => void;
   /**
@@ -107,10 +110,25 @@ export interface RedisCounterStoreOptions {
 export const DEFAULT_DEADLINE_MS = 50;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 export const DEFAULT_CLUSTER_SHARDS = 16;
+/**
+ * How long a call the cluster redirected (MOVED, ASK, TRYAGAIN during a reshard) may take from its
+ * first write: this many deadlines, at least 1 s. Each redirection is an answer, and the re-sent
+ * call gets a deadline of its own from the last one, within this bound.
+ */
+export const REDIRECT_BUDGET_DEADLINES = 20;
+/** Replies that say the call did not run on that node and should go elsewhere (or a moment later). */
+const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+
+/** Whether `err` is a cluster redirection that reached the caller (auto-pipelining did not follow it). */
+export function isRedirection(err: unknown): boolean {
+  return err instanceof Error && REDIRECTION.test(err.message);
+}
 
 /** Events of the ioredis client that mean Redis may have lost its data (or be about to). */
 const IOREDIS_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end', '+node', '-node', 'node error'];
 const RESP_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end'];
+/** Commands that ioredis must never auto-pipeline (see `autoPipeliningIgnoredCommands`). */
+export const FOLLOW_COMMANDS = ['rlAdmitFollow1', 'rlAdmitFollow2', 'rlLeaseTakeFollow1', 'rlLeaseTakeFollow2'] as const;
 /** The enforcing script, for the store's own connection. */
 const ADMIT_SCRIPT: RespScript = respScript(ADMIT_LUA);
 
@@ -132,6 +150,9 @@ export type AdmitReply = Reply;
 interface AdmitCommands {
   rlAdmit1(key: string, ...argv: number[]): Promise<Reply>;
   rlAdmit2(key: string, global: string, ...argv: number[]): Promise<Reply>;
+  /** The same, never auto-pipelined: ioredis follows MOVED/ASK/TRYAGAIN of these itself. */
+  rlAdmitFollow1(key: string, ...argv: number[]): Promise<Reply>;
+  rlAdmitFollow2(key: string, global: string, ...argv: number[]): Promise<Reply>;
   rlCandidate1(key: string, ...argv: number[]): Promise<Reply>;
   rlCandidate2(key: string, global: string, ...argv: number[]): Promise<Reply>;
 }
@@ -175,6 +196,9 @@ export class RedisCounterStore implements CounterStore {
   readonly #candidateGlobals = new Map<string, string[]>();
   readonly #onDisagree: RedisCounterStoreOptions['onShadowDisagreement'];
   readonly #connectTimeoutMs: number;
+  // The loop-aware deadline of decisions (and leases) made through ioredis.
+  readonly #deadlines: ReplyDeadlines;
+  readonly #cluster: boolean;
 
   constructor(opts: RedisCounterStoreOptions) {
     const deadline = opts.deadlineMs ?? DEFAULT_DEADLINE_MS;
@@ -197,10 +221,14 @@ export class RedisCounterStore implements CounterStore {
         throw new RangeError(`RedisCounterStore: the candidate must write its own keys, not ${KEY_LAYOUT_VERSION}'s`);
     }
 
+    const redirectBudget = Math.max(1000, REDIRECT_BUDGET_DEADLINES * deadline);
     const failFast: RedisOptions = {
       ...opts.redisOptions,
       connectTimeout: connectTimeout,
-      commandTimeout: deadline,
+      // Only a backstop: ioredis's own timer runs before the loop reads the socket, so it would
+      // fail replies waiting unread behind a late loop. Decisions and leases are held to `deadline`
+      // by #deadlines (reply-deadline.ts) instead; this bounds whatever else is sent.
+      commandTimeout: redirectBudget + deadline,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
@@ -217,6 +245,11 @@ export class RedisCounterStore implements CounterStore {
         redisOptions: failFast,
         enableOfflineQueue: false,
         enableAutoPipelining: true,
+        // A pipeline follows a redirection only when every command in it got the same one; during
+        // a reshard they differ, and the redirections reach the store, which sends those calls
+        // again through these (never pipelined, so ioredis follows them one by one).
+        // `set` (DPoP replay, sidecar.ts) likewise, so ioredis follows its redirections.
+        autoPipeliningIgnoredCommands: [...FOLLOW_COMMANDS, 'set'],
         scaleReads: 'master',
         lazyConnect: false,
       };
@@ -236,6 +269,7 @@ export class RedisCounterStore implements CounterStore {
             password: opts.redisOptions?.password,
             db: opts.redisOptions?.db,
             mapError: respToStoreError,
+            onLateReply: opts.onLateReply,
           });
     // Without a listener an `error` event would crash the process; reconnection is automatic.
     const onErr = opts.onConnectionError;
@@ -243,6 +277,16 @@ export class RedisCounterStore implements CounterStore {
     this.decisions?.on('error', (err: Error) => onErr?.(err));
     this.client.defineCommand('rlAdmit1', { lua: ADMIT_LUA, numberOfKeys: 1 });
     this.client.defineCommand('rlAdmit2', { lua: ADMIT_LUA, numberOfKeys: 2 });
+    this.client.defineCommand('rlAdmitFollow1', { lua: ADMIT_LUA, numberOfKeys: 1 });
+    this.client.defineCommand('rlAdmitFollow2', { lua: ADMIT_LUA, numberOfKeys: 2 });
+    this.#cluster = cluster;
+    this.#deadlines = new ReplyDeadlines({
+      deadlineMs: deadline,
+      timeoutError: () => new CounterStoreError('counter_store_timeout', `redis: no answer within ${deadline} ms of its write`),
+      onLateReply: opts.onLateReply,
+      redirectBudgetMs: cluster ? redirectBudget : undefined,
+    });
+    if (cluster) this.#watchRedirections(this.client as Cluster);
     if (cand !== undefined) {
       this.client.defineCommand('rlCandidate1', { lua: cand.source, numberOfKeys: 1 });
       this.client.defineCommand('rlCandidate2', { lua: cand.source, numberOfKeys: 2 });
@@ -359,24 +403,27 @@ export class RedisCounterStore implements CounterStore {
         ) as Promise<Reply>;
       }
       if (this.#candidateHeads === undefined) return figures ? p.then(toResult) : p;
-    } else if (g === undefined) {
-      p = this.#cmd.rlAdmit1(this.#keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost);
     } else {
-      const G = g.limit;
-      p = this.#cmd.rlAdmit2(
-        this.#keyHeads[shard] + req.key,
-        globalKeys(this.#globals, this.#heads, g.name)[shard]!,
-        ALGORITHM_CODE[L.algorithm],
-        L.rate,
-        L.burst,
-        L.intervalMs,
-        req.cost,
-        ALGORITHM_CODE[G.algorithm],
-        G.rate,
-        G.burst,
-        G.intervalMs,
-        req.cost * n,
-      );
+      const cmd = this.#cmd;
+      const key = this.#keyHeads[shard] + req.key;
+      if (g === undefined) {
+        const argv = [ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost];
+        p = this.guard(
+          () => cmd.rlAdmit1(key, ...argv),
+          () => cmd.rlAdmitFollow1(key, ...argv),
+        );
+      } else {
+        const G = g.limit;
+        const gkey = globalKeys(this.#globals, this.#heads, g.name)[shard]!;
+        const argv = [
+          ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost],
+          ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, req.cost * n],
+        ];
+        p = this.guard(
+          () => cmd.rlAdmit2(key, gkey, ...argv),
+          () => cmd.rlAdmitFollow2(key, gkey, ...argv),
+        );
+      }
     }
     if (!figures) {
       const reply = d !== undefined ? p : p.then(undefined, toStoreError);
@@ -439,12 +486,46 @@ export class RedisCounterStore implements CounterStore {
     );
   }
 
+  /**
+   * An ioredis call under the store's loop-aware deadline (reply-deadline.ts): rejects with a
+   * `counter_store_timeout` only when no reply had arrived `deadlineMs` after the write, event-loop
+   * delay excluded. On a cluster, a redirection that auto-pipelining passed through (it follows
+   * one only when a whole pipeline got the same) is followed by `follow`: the same call, never
+   * pipelined, which ioredis redirects itself. MOVED, ASK and TRYAGAIN are answered before a
+   * script runs, so nothing is charged twice.
+   */
+  guard<T>(call: () => Promise<T>, follow?: () => Promise<T>): Promise<T> {
+    const first = this.#deadlines.track(call());
+    if (follow === undefined || !this.#cluster) return first;
+    return first.catch((err: unknown) => {
+      if (!isRedirection(err)) throw err;
+      return this.#deadlines.track(follow());
+    });
+  }
+
+  /**
+   * Notes every redirection the cluster client handles (its `handleError`, where MOVED, ASK,
+   * TRYAGAIN and CLUSTERDOWN go before it re-sends): calls written before one get their deadline
+   * from it (ReplyDeadlines `redirectBudgetMs`), since ioredis re-sends them without telling which.
+   */
+  #watchRedirections(cluster: Cluster): void {
+    const c = cluster as unknown as { handleError?: (error: Error, ...rest: unknown[]) => unknown };
+    const handle = c.handleError;
+    if (typeof handle !== 'function') return;
+    const deadlines = this.#deadlines;
+    c.handleError = function (this: unknown, error: Error, ...rest: unknown[]) {
+      if (error instanceof Error && REDIRECTION.test(error.message)) deadlines.redirectedAt = performance.now();
+      return handle.call(this, error, ...rest);
+    };
+  }
+
   /** The candidate's layout version, when one runs in shadow. */
   get candidateVersion(): string | undefined {
     return this.#candidateVersion;
   }
 
   async close(): Promise<void> {
+    this.#deadlines.clear();
     await this.decisions?.close();
     try {
       await this.client.quit();
@@ -469,6 +550,7 @@ export function toResult(r: AdmitReply): AdmitResult {
 }
 
 function toStoreError(err: unknown): never {
+  if (err instanceof CounterStoreError) throw err;
   if (err instanceof Error && err.message === 'Command timed out') {
     throw new CounterStoreError('counter_store_timeout', 'redis: no answer within the deadline', err);
   }
