@@ -206,7 +206,7 @@ export class LimiterMetrics {
       help:
         'Redis replies read after their deadline (LIMITER_REDIS_TIMEOUT from the write), how late: part="event_loop" the ' +
         'sidecar’s own delay, part="redis" the time the reply was still missing after the loop had read the socket. ' +
-        'Each late reply is observed once in each part',
+        'A late reply is observed in each part it has (a count of part="redis" is a count of replies Redis was late with)',
       labelNames: ['part'],
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: [registry],
@@ -265,8 +265,8 @@ export class LimiterMetrics {
 
   /** A Redis reply read after its deadline: how late, ms, split by cause (reply-deadline.ts). Rare: prom-client's own observe. */
   lateReply(eventLoopMs: number, redisMs: number): void {
-    this.lateReplies.labels('event_loop').observe(eventLoopMs / 1000);
-    this.lateReplies.labels('redis').observe(redisMs / 1000);
+    if (eventLoopMs > 0) this.lateReplies.labels('event_loop').observe(eventLoopMs / 1000);
+    if (redisMs > 0) this.lateReplies.labels('redis').observe(redisMs / 1000);
   }
 
   /** One decision's duration, ms from the request's arrival (`performance.now()` differences). */

@@ -271,7 +271,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
   const dpopReplay: DpopReplayStore =
     redisStore !== undefined
       ? new RedisReplayStore(
-          { set: (key, value, px, ttlMs, nx) => redisStore.guard(() => redisStore.client.set(key, value, px, ttlMs, nx)) },
+          { set: (key, value, px, ttlMs, nx) => redisStore.guard(redisStore.client.set(key, value, px, ttlMs, nx)) },
           `${config.LIMITER_REDIS_PREFIX}:dpop:`,
         )
       : // A proof is remembered until iat + window, at most two windows and a second from now.

@@ -118,17 +118,13 @@ export const DEFAULT_CLUSTER_SHARDS = 16;
 export const REDIRECT_BUDGET_DEADLINES = 20;
 /** Replies that say the call did not run on that node and should go elsewhere (or a moment later). */
 const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
-
-/** Whether `err` is a cluster redirection that reached the caller (auto-pipelining did not follow it). */
-export function isRedirection(err: unknown): boolean {
-  return err instanceof Error && REDIRECTION.test(err.message);
-}
+/** Redirections one call may follow (ioredis `maxRedirections`; its default, 16, is spent by five TRYAGAIN rounds). */
+export const MAX_REDIRECTIONS = 64;
 
 /** Events of the ioredis client that mean Redis may have lost its data (or be about to). */
 const IOREDIS_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end', '+node', '-node', 'node error'];
 const RESP_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end'];
-/** Commands that ioredis must never auto-pipeline (see `autoPipeliningIgnoredCommands`). */
-export const FOLLOW_COMMANDS = ['rlAdmitFollow1', 'rlAdmitFollow2', 'rlLeaseTakeFollow1', 'rlLeaseTakeFollow2'] as const;
+
 /** The enforcing script, for the store's own connection. */
 const ADMIT_SCRIPT: RespScript = respScript(ADMIT_LUA);
 
@@ -150,9 +146,6 @@ export type AdmitReply = Reply;
 interface AdmitCommands {
   rlAdmit1(key: string, ...argv: number[]): Promise<Reply>;
   rlAdmit2(key: string, global: string, ...argv: number[]): Promise<Reply>;
-  /** The same, never auto-pipelined: ioredis follows MOVED/ASK/TRYAGAIN of these itself. */
-  rlAdmitFollow1(key: string, ...argv: number[]): Promise<Reply>;
-  rlAdmitFollow2(key: string, global: string, ...argv: number[]): Promise<Reply>;
   rlCandidate1(key: string, ...argv: number[]): Promise<Reply>;
   rlCandidate2(key: string, global: string, ...argv: number[]): Promise<Reply>;
 }
@@ -198,7 +191,6 @@ export class RedisCounterStore implements CounterStore {
   readonly #connectTimeoutMs: number;
   // The loop-aware deadline of decisions (and leases) made through ioredis.
   readonly #deadlines: ReplyDeadlines;
-  readonly #cluster: boolean;
 
   constructor(opts: RedisCounterStoreOptions) {
     const deadline = opts.deadlineMs ?? DEFAULT_DEADLINE_MS;
@@ -222,6 +214,7 @@ export class RedisCounterStore implements CounterStore {
     }
 
     const redirectBudget = Math.max(1000, REDIRECT_BUDGET_DEADLINES * deadline);
+    const tryAgainDelay = Math.max(1, Math.round(deadline / 5));
     const failFast: RedisOptions = {
       ...opts.redisOptions,
       connectTimeout: connectTimeout,
@@ -244,12 +237,18 @@ export class RedisCounterStore implements CounterStore {
       const copts: ClusterOptions = {
         redisOptions: failFast,
         enableOfflineQueue: false,
-        enableAutoPipelining: true,
-        // A pipeline follows a redirection only when every command in it got the same one; during
-        // a reshard they differ, and the redirections reach the store, which sends those calls
-        // again through these (never pipelined, so ioredis follows them one by one).
-        // `set` (DPoP replay, sidecar.ts) likewise, so ioredis follows its redirections.
-        autoPipeliningIgnoredCommands: [...FOLLOW_COMMANDS, 'set'],
+        // No auto-pipelining on a cluster either, for correctness during a reshard (README,
+        // "Deadlines"): an auto-pipeline follows a redirection only when every command in it got
+        // the same one, so during a reshard MOVED and ASK reached callers as failures; a pipeline
+        // whose slots changed owner before it was sent is refused whole ("All keys in the
+        // pipeline should belong to the same slots allocation group"); and ioredis runs one
+        // pipeline per node at a time, so one waiting out TRYAGAIN held up every call to that
+        // node. Sent one by one, each call is redirected on its own.
+        enableAutoPipelining: false,
+        maxRedirections: MAX_REDIRECTIONS,
+        // TRYAGAIN (a two-key call while its slot is half migrated) is retried well within a
+        // deadline, not after ioredis's default 100 ms.
+        retryDelayOnTryAgain: tryAgainDelay,
         scaleReads: 'master',
         lazyConnect: false,
       };
@@ -277,14 +276,11 @@ export class RedisCounterStore implements CounterStore {
     this.decisions?.on('error', (err: Error) => onErr?.(err));
     this.client.defineCommand('rlAdmit1', { lua: ADMIT_LUA, numberOfKeys: 1 });
     this.client.defineCommand('rlAdmit2', { lua: ADMIT_LUA, numberOfKeys: 2 });
-    this.client.defineCommand('rlAdmitFollow1', { lua: ADMIT_LUA, numberOfKeys: 1 });
-    this.client.defineCommand('rlAdmitFollow2', { lua: ADMIT_LUA, numberOfKeys: 2 });
-    this.#cluster = cluster;
     this.#deadlines = new ReplyDeadlines({
       deadlineMs: deadline,
       timeoutError: () => new CounterStoreError('counter_store_timeout', `redis: no answer within ${deadline} ms of its write`),
       onLateReply: opts.onLateReply,
-      redirectBudgetMs: cluster ? redirectBudget : undefined,
+      redirect: cluster ? { budgetMs: redirectBudget, retryDelayMs: tryAgainDelay } : undefined,
     });
     if (cluster) this.#watchRedirections(this.client as Cluster);
     if (cand !== undefined) {
@@ -403,27 +399,28 @@ export class RedisCounterStore implements CounterStore {
         ) as Promise<Reply>;
       }
       if (this.#candidateHeads === undefined) return figures ? p.then(toResult) : p;
+    } else if (g === undefined) {
+      p = this.guard(
+        this.#cmd.rlAdmit1(this.#keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost),
+      );
     } else {
-      const cmd = this.#cmd;
-      const key = this.#keyHeads[shard] + req.key;
-      if (g === undefined) {
-        const argv = [ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost];
-        p = this.guard(
-          () => cmd.rlAdmit1(key, ...argv),
-          () => cmd.rlAdmitFollow1(key, ...argv),
-        );
-      } else {
-        const G = g.limit;
-        const gkey = globalKeys(this.#globals, this.#heads, g.name)[shard]!;
-        const argv = [
-          ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost],
-          ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, req.cost * n],
-        ];
-        p = this.guard(
-          () => cmd.rlAdmit2(key, gkey, ...argv),
-          () => cmd.rlAdmitFollow2(key, gkey, ...argv),
-        );
-      }
+      const G = g.limit;
+      p = this.guard(
+        this.#cmd.rlAdmit2(
+          this.#keyHeads[shard] + req.key,
+          globalKeys(this.#globals, this.#heads, g.name)[shard]!,
+          ALGORITHM_CODE[L.algorithm],
+          L.rate,
+          L.burst,
+          L.intervalMs,
+          req.cost,
+          ALGORITHM_CODE[G.algorithm],
+          G.rate,
+          G.burst,
+          G.intervalMs,
+          req.cost * n,
+        ),
+      );
     }
     if (!figures) {
       const reply = d !== undefined ? p : p.then(undefined, toStoreError);
@@ -487,35 +484,42 @@ export class RedisCounterStore implements CounterStore {
   }
 
   /**
-   * An ioredis call under the store's loop-aware deadline (reply-deadline.ts): rejects with a
-   * `counter_store_timeout` only when no reply had arrived `deadlineMs` after the write, event-loop
-   * delay excluded. On a cluster, a redirection that auto-pipelining passed through (it follows
-   * one only when a whole pipeline got the same) is followed by `follow`: the same call, never
-   * pipelined, which ioredis redirects itself. MOVED, ASK and TRYAGAIN are answered before a
-   * script runs, so nothing is charged twice.
+   * An ioredis call (just made) under the store's loop-aware deadline (reply-deadline.ts): rejects
+   * with a `counter_store_timeout` only when no reply had arrived `deadlineMs` after the write,
+   * event-loop delay excluded, or, on a cluster, after the last redirection ioredis followed.
    */
-  guard<T>(call: () => Promise<T>, follow?: () => Promise<T>): Promise<T> {
-    const first = this.#deadlines.track(call());
-    if (follow === undefined || !this.#cluster) return first;
-    return first.catch((err: unknown) => {
-      if (!isRedirection(err)) throw err;
-      return this.#deadlines.track(follow());
-    });
+  guard<T>(call: Promise<T>): Promise<T> {
+    return this.#deadlines.track(call);
   }
 
   /**
    * Notes every redirection the cluster client handles (its `handleError`, where MOVED, ASK,
-   * TRYAGAIN and CLUSTERDOWN go before it re-sends): calls written before one get their deadline
-   * from it (ReplyDeadlines `redirectBudgetMs`), since ioredis re-sends them without telling which.
+   * TRYAGAIN and CLUSTERDOWN go), and when it re-sends (its handlers, run at once or after the
+   * TRYAGAIN pause): calls written before get their deadline from then (ReplyDeadlines
+   * `redirect`), since ioredis re-sends them inside one promise without telling which. Wraps an
+   * internal method of ioredis 5 (pinned in package.json); test/limiter/cluster-reshard.test.ts
+   * fails if it stops being called.
    */
   #watchRedirections(cluster: Cluster): void {
-    const c = cluster as unknown as { handleError?: (error: Error, ...rest: unknown[]) => unknown };
+    type Handlers = Record<string, unknown>;
+    const c = cluster as unknown as { handleError?: (error: Error, ttl: unknown, handlers: Handlers) => unknown };
     const handle = c.handleError;
     if (typeof handle !== 'function') return;
     const deadlines = this.#deadlines;
-    c.handleError = function (this: unknown, error: Error, ...rest: unknown[]) {
-      if (error instanceof Error && REDIRECTION.test(error.message)) deadlines.redirectedAt = performance.now();
-      return handle.call(this, error, ...rest);
+    const noted =
+      (f: (...args: unknown[]) => unknown) =>
+      (...args: unknown[]): unknown => {
+        deadlines.redirectedAt = performance.now();
+        return f(...args);
+      };
+    c.handleError = function (this: unknown, error: Error, ttl: unknown, handlers: Handlers) {
+      if (!(error instanceof Error) || !REDIRECTION.test(error.message)) return handle.call(this, error, ttl, handlers);
+      deadlines.redirectedAt = performance.now();
+      const wrapped: Handlers = {};
+      for (const [name, f] of Object.entries(handlers)) {
+        wrapped[name] = typeof f === 'function' ? noted(f as (...args: unknown[]) => unknown) : f;
+      }
+      return handle.call(this, error, ttl, wrapped);
     };
   }
 

@@ -248,8 +248,6 @@ export interface Lessor {
 interface LeaseCommands {
   rlLeaseTake1(key: string, ...argv: (number | string)[]): Promise<AdmitReply>;
   rlLeaseTake2(key: string, global: string, ...argv: (number | string)[]): Promise<AdmitReply>;
-  rlLeaseTakeFollow1(key: string, ...argv: (number | string)[]): Promise<AdmitReply>;
-  rlLeaseTakeFollow2(key: string, global: string, ...argv: (number | string)[]): Promise<AdmitReply>;
   rlLeaseGive1(key: string, ...argv: (number | string)[]): Promise<number>;
   rlLeaseGive2(key: string, global: string, ...argv: (number | string)[]): Promise<number>;
   rlLeasePeers(key: string, id: string, ttlMs: number): Promise<number>;
@@ -268,38 +266,29 @@ export class RedisLessor implements Lessor {
     const c = redis.client;
     c.defineCommand('rlLeaseTake1', { lua: LEASE_TAKE_LUA, numberOfKeys: 1 });
     c.defineCommand('rlLeaseTake2', { lua: LEASE_TAKE_LUA, numberOfKeys: 2 });
-    // Never auto-pipelined (FOLLOW_COMMANDS): a take redirected during a reshard is sent again by these.
-    c.defineCommand('rlLeaseTakeFollow1', { lua: LEASE_TAKE_LUA, numberOfKeys: 1 });
-    c.defineCommand('rlLeaseTakeFollow2', { lua: LEASE_TAKE_LUA, numberOfKeys: 2 });
     c.defineCommand('rlLeaseGive1', { lua: LEASE_GIVE_LUA, numberOfKeys: 1 });
     c.defineCommand('rlLeaseGive2', { lua: LEASE_GIVE_LUA, numberOfKeys: 2 });
     c.defineCommand('rlLeasePeers', { lua: LEASE_PEERS_LUA, numberOfKeys: 1 });
     this.#cmd = c as unknown as LeaseCommands;
   }
 
-  /** Under the store's loop-aware deadline, redirections followed (RedisCounterStore.guard). */
+  /** Under the store's loop-aware deadline (RedisCounterStore.guard), as a decision is. */
   take(req: AdmitRequest, want: number): Promise<AdmitReply> {
     const L = req.limit;
     const g = req.global;
     const key = this.#redis.bucketKey(req.key);
-    const cmd = this.#cmd;
     if (g === undefined) {
-      const argv = [ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want, req.cost];
-      return this.#redis.guard(
-        () => cmd.rlLeaseTake1(key, ...argv),
-        () => cmd.rlLeaseTakeFollow1(key, ...argv),
-      );
+      return this.#redis.guard(this.#cmd.rlLeaseTake1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want, req.cost));
     }
     const G = g.limit;
     const S = this.#redis.shards;
-    const gkey = this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(req.key, S));
-    const argv = [
-      ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want],
-      ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, S, req.cost],
-    ];
     return this.#redis.guard(
-      () => cmd.rlLeaseTake2(key, gkey, ...argv),
-      () => cmd.rlLeaseTakeFollow2(key, gkey, ...argv),
+      this.#cmd.rlLeaseTake2(
+        key,
+        this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(req.key, S)),
+        ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want],
+        ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, S, req.cost],
+      ),
     );
   }
 

@@ -91,11 +91,12 @@ export interface ReplyDeadlinesOptions {
   timeoutError: () => Error;
   onLateReply?: LateReplyListener;
   /**
-   * A Redis Cluster being resharded: a call written before the last redirection the client
-   * followed (MOVED, ASK, TRYAGAIN) gets `deadlineMs` from that redirection, up to
-   * `redirectBudgetMs` after its write (the client re-sent it; the answer it got was not a failure).
+   * A Redis Cluster, whose client follows redirections (MOVED, ASK, TRYAGAIN) inside one call
+   * without saying which: a call written before the last redirection gets `deadlineMs` (plus the
+   * client's TRYAGAIN pause) from that redirection, up to `budgetMs` after its write. Each
+   * redirection is an answer; the call was re-sent, not lost.
    */
-  redirectBudgetMs?: number;
+  redirect?: { budgetMs: number; retryDelayMs: number };
 }
 
 /**
@@ -168,13 +169,12 @@ export class ReplyDeadlines {
   };
 
   readonly #judge = (firedAt: number): number => {
-    const ms = this.#o.deadlineMs;
-    const budget = this.#o.redirectBudgetMs ?? 0;
+    const redirect = this.#o.redirect;
     let next = Infinity;
     for (const e of this.#live) {
       if (e.done) continue;
-      if (e.deadline <= firedAt && budget > 0 && this.redirectedAt > e.written) {
-        e.deadline = Math.min(this.redirectedAt + ms, e.written + budget);
+      if (e.deadline <= firedAt && redirect !== undefined && this.redirectedAt > e.written) {
+        e.deadline = Math.min(this.redirectedAt + this.#o.deadlineMs + redirect.retryDelayMs, e.written + redirect.budgetMs);
       }
       if (e.deadline <= firedAt) {
         e.done = true;
