@@ -13,13 +13,17 @@
  * - Keys: layout `v1` (`key-layout.ts`), hash-tagged so the keys one call touches share a Cluster
  *   slot, and expiring (PX) when the bucket is back at rest: an idle subject costs nothing.
  * - Fail fast: the offline queue off, so a command issued while disconnected is refused at once;
- *   a per-call deadline (`deadlineMs`, default 50 ms; ioredis `commandTimeout`) separate from the
- *   connect timeout, past which the call rejects while its late reply is still read and dropped; commands in flight when a connection drops are failed, never
+ *   a per-call deadline (`deadlineMs`, default 50 ms) separate from the connect timeout, from the
+ *   command's write and judged only after the loop has read the socket (reply-deadline.ts: a late
+ *   event loop is not a late Redis), past which the call rejects while its late reply is still
+ *   read, timed (`onLateReply`) and dropped; commands in flight when a connection drops are failed, never
  *   re-sent (a re-sent decision could charge twice). Every failure rejects with a
  *   {@link CounterStoreError} for the caller's circuit breaker. A timed-out call may still have
  *   been applied by Redis: counters may be lossy in the subject's disfavour by that one request.
  * - Scripts go by EVALSHA; after NOSCRIPT (the script did not run) the script is loaded and that
  *   call sent again (ioredis `defineCommand`: by EVAL; our connection: SCRIPT LOAD, then EVALSHA).
+ * - Redis Cluster: MOVED, ASK and TRYAGAIN (a reshard) are followed by ioredis, one call at a time
+ *   (no auto-pipelining: README, "Deadlines"), each re-send restarting the call's deadline.
  * - Connection events of either client (`ready`, `close`, `reconnecting`, `end`, cluster node
  *   changes) reach {@link RedisCounterStore.onConnectionEvent}: the refusal cache clears on them.
  *
@@ -139,9 +143,7 @@ export type AdmitReply = Reply;
 
 /**
  * ioredis commands added by `defineCommand`, one per key count (the same script and SHA): with a
- * fixed key count the first argument is the first key, which is what ioredis's cluster
- * auto-pipelining groups commands by. A leading key-count argument would put every decision in one
- * pipeline whatever its slot, which a cluster rejects.
+ * fixed key count ioredis knows the keys, and so the cluster slot, of each call.
  */
 interface AdmitCommands {
   rlAdmit1(key: string, ...argv: number[]): Promise<Reply>;
@@ -228,8 +230,8 @@ export class RedisCounterStore implements CounterStore {
       // Auto-pipelining off on a standalone Redis: ioredis builds a Pipeline per event-loop turn,
       // and a sidecar admitting over Redis used about 9% more CPU per request with it than with
       // one write per command (8 alternating runs, 2026-11-24: median 40.5 vs 36.7 µs, and more
-      // requests served in 7 of 8). A cluster keeps it (below): it groups commands by slot.
-      enableAutoPipelining: cluster,
+      // requests served in 7 of 8). Off on a cluster too (below).
+      enableAutoPipelining: false,
       lazyConnect: false,
     };
     if (cluster) {
