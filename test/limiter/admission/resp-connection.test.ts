@@ -297,9 +297,11 @@ t.test('a Redis of our own: NOSCRIPT, deadlines, a killed connection', async (t)
     });
     t.teardown(() => store.close());
     await store.ready();
+    // Called from the poll phase (a reply's callback), so that nothing reads the socket between the
+    // write and the check phase where its deadline is stamped and the loop is then held.
+    await admin.ping();
     const q = store.guard(store.client.incr('held-io'));
     await new Promise((r) => setImmediate(r));
-    await new Promise((r) => setImmediate(r)); // written, and the deadline stamped
     holdLoopUntilRun('held-io', 50);
     t.equal(await q, 1, 'answered through ioredis, not timed out');
     t.equal(lateIo.length, 1);
