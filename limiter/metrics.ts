@@ -112,6 +112,7 @@ export class LimiterMetrics {
   readonly evictions: Counter;
   readonly proxied: Counter;
   readonly scriptDisagreements: Counter;
+  private readonly lateReplies: Histogram;
   /** route → tenant → counts per result (index in RESULTS). */
   private readonly counts = new Map<string, Map<string, Float64Array>>();
   private readonly remaining: Histogram;
@@ -200,6 +201,16 @@ export class LimiterMetrics {
       'Counter-store (Redis) round trip per decision, ms',
       [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100],
     ).register(registry);
+    this.lateReplies = new Histogram({
+      name: 'ratelimit_redis_late_reply_seconds',
+      help:
+        'Redis replies read after their deadline (LIMITER_REDIS_TIMEOUT from the write), how late: part="event_loop" the ' +
+        'sidecar’s own delay, part="redis" the time the reply was still missing after the loop had read the socket. ' +
+        'A late reply is observed in each part it has (a count of part="redis" is a count of replies Redis was late with)',
+      labelNames: ['part'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    });
     this.failmodeTrips = new Counter({
       name: 'ratelimit_failmode_trips',
       help: 'Times the counter-store circuit opened and quotas fell back to their fail mode',
@@ -250,6 +261,12 @@ export class LimiterMetrics {
       },
     });
     void opsGauge;
+  }
+
+  /** A Redis reply read after its deadline: how late, ms, split by cause (reply-deadline.ts). Rare: prom-client's own observe. */
+  lateReply(eventLoopMs: number, redisMs: number): void {
+    if (eventLoopMs > 0) this.lateReplies.labels('event_loop').observe(eventLoopMs / 1000);
+    if (redisMs > 0) this.lateReplies.labels('redis').observe(redisMs / 1000);
   }
 
   /** One decision's duration, ms from the request's arrival (`performance.now()` differences). */

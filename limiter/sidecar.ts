@@ -135,6 +135,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       prefix: config.LIMITER_REDIS_PREFIX,
       onConnectionError: (err) => log.warn({ err: { message: err.message } }, 'redis connection error'),
       onShadowDisagreement: () => metrics.scriptDisagreements.inc(),
+      onLateReply: (eventLoopMs, redisMs) => metrics.lateReply(eventLoopMs, redisMs),
     },
     memory: {
       maxKeys: config.LIMITER_COUNTER_MAX_KEYS,
@@ -264,10 +265,15 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
   });
 
   // DPoP proofs are used once: in Redis (SET NX PX, shared by every sidecar on it, through the
-  // counters' fail-fast client) when there is one, else in this process only.
+  // counters' fail-fast client, under the decisions' loop-aware deadline) when there is one, else
+  // in this process only.
+  const redisStore = store instanceof RedisCounterStore ? store : undefined;
   const dpopReplay: DpopReplayStore =
-    store instanceof RedisCounterStore
-      ? new RedisReplayStore(store.client, `${config.LIMITER_REDIS_PREFIX}:dpop:`)
+    redisStore !== undefined
+      ? new RedisReplayStore(
+          { set: (key, value, px, ttlMs, nx) => redisStore.guard(redisStore.client.set(key, value, px, ttlMs, nx)) },
+          `${config.LIMITER_REDIS_PREFIX}:dpop:`,
+        )
       : // A proof is remembered until iat + window, at most two windows and a second from now.
         new MemoryReplayStore(clock, 3_000_000, 2 * config.DPOP_IAT_WINDOW + 1_000);
   const dpop = config.LIMITER_PUBLIC_ORIGIN

@@ -277,7 +277,8 @@ export const ENV = {
   LIMITER_REDIS_TIMEOUT: v({
     default: '50ms',
     services: ['limiter'],
-    description: 'Deadline of one counter-store call to Redis; past it the call counts as a failure',
+    description:
+      "Deadline of one counter-store call to Redis, from the command's write (the sidecar's own event-loop delay not counted); past it the call counts as a failure",
     parse: duration,
   }),
   LIMITER_REDIS_PREFIX: v({

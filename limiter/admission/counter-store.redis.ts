@@ -13,13 +13,17 @@
  * - Keys: layout `v1` (`key-layout.ts`), hash-tagged so the keys one call touches share a Cluster
  *   slot, and expiring (PX) when the bucket is back at rest: an idle subject costs nothing.
  * - Fail fast: the offline queue off, so a command issued while disconnected is refused at once;
- *   a per-call deadline (`deadlineMs`, default 50 ms; ioredis `commandTimeout`) separate from the
- *   connect timeout, past which the call rejects while its late reply is still read and dropped; commands in flight when a connection drops are failed, never
+ *   a per-call deadline (`deadlineMs`, default 50 ms) separate from the connect timeout, from the
+ *   command's write and judged only after the loop has read the socket (reply-deadline.ts: a late
+ *   event loop is not a late Redis), past which the call rejects while its late reply is still
+ *   read, timed (`onLateReply`) and dropped; commands in flight when a connection drops are failed, never
  *   re-sent (a re-sent decision could charge twice). Every failure rejects with a
  *   {@link CounterStoreError} for the caller's circuit breaker. A timed-out call may still have
  *   been applied by Redis: counters may be lossy in the subject's disfavour by that one request.
  * - Scripts go by EVALSHA; after NOSCRIPT (the script did not run) the script is loaded and that
  *   call sent again (ioredis `defineCommand`: by EVAL; our connection: SCRIPT LOAD, then EVALSHA).
+ * - Redis Cluster: MOVED, ASK and TRYAGAIN (a reshard) are followed by ioredis, one call at a time
+ *   (no auto-pipelining: README, "Deadlines"), each re-send restarting the call's deadline.
  * - Connection events of either client (`ready`, `close`, `reconnecting`, `end`, cluster node
  *   changes) reach {@link RedisCounterStore.onConnectionEvent}: the refusal cache clears on them.
  *
@@ -51,6 +55,7 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ADMIT_LUA } from './admit-script.js';
 import { RespCallError, RespConnection, respScript, type RespScript } from './resp-connection.js';
+import { ReplyDeadlines, type LateReplyListener } from './reply-deadline.js';
 import type { RespError } from './resp-codec.js';
 import { CounterStoreError, type AdmitRequest, type AdmitResult, type CounterStore } from './counter-store.js';
 import { bucketKey, checkKeyPart, globalKey, KEY_LAYOUT_VERSION, shardHead, shardOf } from './key-layout.js';
@@ -90,6 +95,8 @@ export interface RedisCounterStoreOptions {
   candidate?: ShadowCandidate;
   /** Called on each shadow disagreement. Keep it cheap. */
   onShadowDisagreement?: (key: string, enforced: AdmitResult, candidate: AdmitResult) => void;
+  /** Each reply read after its deadline: how late, split into event-loop delay and Redis time (ms). */
+  onLateReply?: LateReplyListener;
   /** Connection-level errors (the client's `error` events); the store keeps reconnecting. */
   onConnectionError?: (err: Error) => void;
   /**
@@ -107,10 +114,21 @@ export interface RedisCounterStoreOptions {
 export const DEFAULT_DEADLINE_MS = 50;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 export const DEFAULT_CLUSTER_SHARDS = 16;
+/**
+ * How long a call the cluster redirected (MOVED, ASK, TRYAGAIN during a reshard) may take from its
+ * first write: this many deadlines, at least 1 s. Each redirection is an answer, and the re-sent
+ * call gets a deadline of its own from the last one, within this bound.
+ */
+export const REDIRECT_BUDGET_DEADLINES = 20;
+/** Replies that say the call did not run on that node and should go elsewhere (or a moment later). */
+const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+/** Redirections one call may follow (ioredis `maxRedirections`; its default, 16, is spent by five TRYAGAIN rounds). */
+export const MAX_REDIRECTIONS = 64;
 
 /** Events of the ioredis client that mean Redis may have lost its data (or be about to). */
 const IOREDIS_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end', '+node', '-node', 'node error'];
 const RESP_CONNECTION_EVENTS = ['ready', 'close', 'reconnecting', 'end'];
+
 /** The enforcing script, for the store's own connection. */
 const ADMIT_SCRIPT: RespScript = respScript(ADMIT_LUA);
 
@@ -125,9 +143,7 @@ export type AdmitReply = Reply;
 
 /**
  * ioredis commands added by `defineCommand`, one per key count (the same script and SHA): with a
- * fixed key count the first argument is the first key, which is what ioredis's cluster
- * auto-pipelining groups commands by. A leading key-count argument would put every decision in one
- * pipeline whatever its slot, which a cluster rejects.
+ * fixed key count ioredis knows the keys, and so the cluster slot, of each call.
  */
 interface AdmitCommands {
   rlAdmit1(key: string, ...argv: number[]): Promise<Reply>;
@@ -175,6 +191,8 @@ export class RedisCounterStore implements CounterStore {
   readonly #candidateGlobals = new Map<string, string[]>();
   readonly #onDisagree: RedisCounterStoreOptions['onShadowDisagreement'];
   readonly #connectTimeoutMs: number;
+  // The loop-aware deadline of decisions (and leases) made through ioredis.
+  readonly #deadlines: ReplyDeadlines;
 
   constructor(opts: RedisCounterStoreOptions) {
     const deadline = opts.deadlineMs ?? DEFAULT_DEADLINE_MS;
@@ -197,18 +215,23 @@ export class RedisCounterStore implements CounterStore {
         throw new RangeError(`RedisCounterStore: the candidate must write its own keys, not ${KEY_LAYOUT_VERSION}'s`);
     }
 
+    const redirectBudget = Math.max(1000, REDIRECT_BUDGET_DEADLINES * deadline);
+    const tryAgainDelay = Math.max(1, Math.round(deadline / 5));
     const failFast: RedisOptions = {
       ...opts.redisOptions,
       connectTimeout: connectTimeout,
-      commandTimeout: deadline,
+      // Only a backstop: ioredis's own timer runs before the loop reads the socket, so it would
+      // fail replies waiting unread behind a late loop. Decisions and leases are held to `deadline`
+      // by #deadlines (reply-deadline.ts) instead; this bounds whatever else is sent.
+      commandTimeout: redirectBudget + deadline,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
       // Auto-pipelining off on a standalone Redis: ioredis builds a Pipeline per event-loop turn,
       // and a sidecar admitting over Redis used about 9% more CPU per request with it than with
       // one write per command (8 alternating runs, 2026-11-24: median 40.5 vs 36.7 µs, and more
-      // requests served in 7 of 8). A cluster keeps it (below): it groups commands by slot.
-      enableAutoPipelining: cluster,
+      // requests served in 7 of 8). Off on a cluster too (below).
+      enableAutoPipelining: false,
       lazyConnect: false,
     };
     if (cluster) {
@@ -216,7 +239,18 @@ export class RedisCounterStore implements CounterStore {
       const copts: ClusterOptions = {
         redisOptions: failFast,
         enableOfflineQueue: false,
-        enableAutoPipelining: true,
+        // No auto-pipelining on a cluster either, for correctness during a reshard (README,
+        // "Deadlines"): an auto-pipeline follows a redirection only when every command in it got
+        // the same one, so during a reshard MOVED and ASK reached callers as failures; a pipeline
+        // whose slots changed owner before it was sent is refused whole ("All keys in the
+        // pipeline should belong to the same slots allocation group"); and ioredis runs one
+        // pipeline per node at a time, so one waiting out TRYAGAIN held up every call to that
+        // node. Sent one by one, each call is redirected on its own.
+        enableAutoPipelining: false,
+        maxRedirections: MAX_REDIRECTIONS,
+        // TRYAGAIN (a two-key call while its slot is half migrated) is retried well within a
+        // deadline, not after ioredis's default 100 ms.
+        retryDelayOnTryAgain: tryAgainDelay,
         scaleReads: 'master',
         lazyConnect: false,
       };
@@ -236,6 +270,7 @@ export class RedisCounterStore implements CounterStore {
             password: opts.redisOptions?.password,
             db: opts.redisOptions?.db,
             mapError: respToStoreError,
+            onLateReply: opts.onLateReply,
           });
     // Without a listener an `error` event would crash the process; reconnection is automatic.
     const onErr = opts.onConnectionError;
@@ -243,6 +278,13 @@ export class RedisCounterStore implements CounterStore {
     this.decisions?.on('error', (err: Error) => onErr?.(err));
     this.client.defineCommand('rlAdmit1', { lua: ADMIT_LUA, numberOfKeys: 1 });
     this.client.defineCommand('rlAdmit2', { lua: ADMIT_LUA, numberOfKeys: 2 });
+    this.#deadlines = new ReplyDeadlines({
+      deadlineMs: deadline,
+      timeoutError: () => new CounterStoreError('counter_store_timeout', `redis: no answer within ${deadline} ms of its write`),
+      onLateReply: opts.onLateReply,
+      redirect: cluster ? { budgetMs: redirectBudget, retryDelayMs: tryAgainDelay } : undefined,
+    });
+    if (cluster) this.#watchRedirections(this.client as Cluster);
     if (cand !== undefined) {
       this.client.defineCommand('rlCandidate1', { lua: cand.source, numberOfKeys: 1 });
       this.client.defineCommand('rlCandidate2', { lua: cand.source, numberOfKeys: 2 });
@@ -360,22 +402,26 @@ export class RedisCounterStore implements CounterStore {
       }
       if (this.#candidateHeads === undefined) return figures ? p.then(toResult) : p;
     } else if (g === undefined) {
-      p = this.#cmd.rlAdmit1(this.#keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost);
+      p = this.guard(
+        this.#cmd.rlAdmit1(this.#keyHeads[shard] + req.key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, req.cost),
+      );
     } else {
       const G = g.limit;
-      p = this.#cmd.rlAdmit2(
-        this.#keyHeads[shard] + req.key,
-        globalKeys(this.#globals, this.#heads, g.name)[shard]!,
-        ALGORITHM_CODE[L.algorithm],
-        L.rate,
-        L.burst,
-        L.intervalMs,
-        req.cost,
-        ALGORITHM_CODE[G.algorithm],
-        G.rate,
-        G.burst,
-        G.intervalMs,
-        req.cost * n,
+      p = this.guard(
+        this.#cmd.rlAdmit2(
+          this.#keyHeads[shard] + req.key,
+          globalKeys(this.#globals, this.#heads, g.name)[shard]!,
+          ALGORITHM_CODE[L.algorithm],
+          L.rate,
+          L.burst,
+          L.intervalMs,
+          req.cost,
+          ALGORITHM_CODE[G.algorithm],
+          G.rate,
+          G.burst,
+          G.intervalMs,
+          req.cost * n,
+        ),
       );
     }
     if (!figures) {
@@ -439,12 +485,53 @@ export class RedisCounterStore implements CounterStore {
     );
   }
 
+  /**
+   * An ioredis call (just made) under the store's loop-aware deadline (reply-deadline.ts): rejects
+   * with a `counter_store_timeout` only when no reply had arrived `deadlineMs` after the write,
+   * event-loop delay excluded, or, on a cluster, after the last redirection ioredis followed.
+   */
+  guard<T>(call: Promise<T>): Promise<T> {
+    return this.#deadlines.track(call);
+  }
+
+  /**
+   * Notes every redirection the cluster client handles (its `handleError`, where MOVED, ASK,
+   * TRYAGAIN and CLUSTERDOWN go), and when it re-sends (its handlers, run at once or after the
+   * TRYAGAIN pause): calls written before get their deadline from then (ReplyDeadlines
+   * `redirect`), since ioredis re-sends them inside one promise without telling which. Wraps an
+   * internal method of ioredis 5 (pinned in package.json); test/limiter/cluster-reshard.test.ts
+   * fails if it stops being called.
+   */
+  #watchRedirections(cluster: Cluster): void {
+    type Handlers = Record<string, unknown>;
+    const c = cluster as unknown as { handleError?: (error: Error, ttl: unknown, handlers: Handlers) => unknown };
+    const handle = c.handleError;
+    if (typeof handle !== 'function') return;
+    const deadlines = this.#deadlines;
+    const noted =
+      (f: (...args: unknown[]) => unknown) =>
+      (...args: unknown[]): unknown => {
+        deadlines.redirectedAt = performance.now();
+        return f(...args);
+      };
+    c.handleError = function (this: unknown, error: Error, ttl: unknown, handlers: Handlers) {
+      if (!(error instanceof Error) || !REDIRECTION.test(error.message)) return handle.call(this, error, ttl, handlers);
+      deadlines.redirectedAt = performance.now();
+      const wrapped: Handlers = {};
+      for (const [name, f] of Object.entries(handlers)) {
+        wrapped[name] = typeof f === 'function' ? noted(f as (...args: unknown[]) => unknown) : f;
+      }
+      return handle.call(this, error, ttl, wrapped);
+    };
+  }
+
   /** The candidate's layout version, when one runs in shadow. */
   get candidateVersion(): string | undefined {
     return this.#candidateVersion;
   }
 
   async close(): Promise<void> {
+    this.#deadlines.clear();
     await this.decisions?.close();
     try {
       await this.client.quit();
@@ -469,6 +556,7 @@ export function toResult(r: AdmitReply): AdmitResult {
 }
 
 function toStoreError(err: unknown): never {
+  if (err instanceof CounterStoreError) throw err;
   if (err instanceof Error && err.message === 'Command timed out') {
     throw new CounterStoreError('counter_store_timeout', 'redis: no answer within the deadline', err);
   }

@@ -272,18 +272,23 @@ export class RedisLessor implements Lessor {
     this.#cmd = c as unknown as LeaseCommands;
   }
 
+  /** Under the store's loop-aware deadline (RedisCounterStore.guard), as a decision is. */
   take(req: AdmitRequest, want: number): Promise<AdmitReply> {
     const L = req.limit;
     const g = req.global;
     const key = this.#redis.bucketKey(req.key);
-    if (g === undefined) return this.#cmd.rlLeaseTake1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want, req.cost);
+    if (g === undefined) {
+      return this.#redis.guard(this.#cmd.rlLeaseTake1(key, ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want, req.cost));
+    }
     const G = g.limit;
     const S = this.#redis.shards;
-    return this.#cmd.rlLeaseTake2(
-      key,
-      this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(req.key, S)),
-      ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want],
-      ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, S, req.cost],
+    return this.#redis.guard(
+      this.#cmd.rlLeaseTake2(
+        key,
+        this.#redis.globalShardKey(g.name, S === 1 ? 0 : shardOf(req.key, S)),
+        ...[ALGORITHM_CODE[L.algorithm], L.rate, L.burst, L.intervalMs, want],
+        ...[ALGORITHM_CODE[G.algorithm], G.rate, G.burst, G.intervalMs, S, req.cost],
+      ),
     );
   }
 

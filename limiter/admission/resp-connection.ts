@@ -9,8 +9,11 @@
  *   one turn of the event loop goes out in one socket write (setImmediate).
  * - Replies are matched to calls first in, first out.
  * - No offline queue: a call while not ready rejects at once (`unavailable`).
- * - A per-call deadline (`deadlineMs`): the call rejects (`timeout`) but keeps its place, so its
- *   late reply is read and dropped and the order stays aligned. One timer serves every call.
+ * - A per-call deadline (`deadlineMs`) from when the command was written, judged only after the
+ *   loop has read the socket (reply-deadline.ts: a timer that runs late must not call a reply
+ *   waiting unread in the socket missing). A late call rejects (`timeout`) but keeps its place, so
+ *   its late reply is read and dropped and the order stays aligned. One timer serves every call.
+ *   Late replies are reported to `onLateReply`, split into event-loop delay and Redis time.
  * - A dropped connection rejects every call in flight (`unavailable`); none is ever re-sent (a
  *   re-sent decision could charge twice). Reconnects with backoff (50 ms × attempts, at most 2 s).
  * - Scripts: EVALSHA; on NOSCRIPT (the script did not run) `SCRIPT LOAD` is sent and that one call
@@ -23,6 +26,7 @@ import { EventEmitter } from 'node:events';
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { RespError, RespParser, RespProtocolError, RespWriter, encodeCommand, type RespValue } from './resp-codec.js';
+import { lateParts, LoopAwareTimer, type LateReplyListener } from './reply-deadline.js';
 
 export type RespStatus = 'connecting' | 'ready' | 'reconnecting' | 'end';
 
@@ -75,13 +79,18 @@ export interface RespConnectionOptions {
    * so a call's promise needs no second handler.
    */
   mapError?: (err: RespCallError | RespError) => Error;
+  /** Each reply read after its call's deadline: how late, split into event-loop delay and Redis time (ms). */
+  onLateReply?: LateReplyListener;
 }
 
 // A call waiting for its reply.
 interface Slot {
   resolve: (v: never) => void;
   reject: (e: unknown) => void;
+  /** `performance.now()` of its write + `deadlineMs`; `Infinity` until written (and for internal calls). */
   deadline: number;
+  /** When the deadline timer that failed it ran (0: it was not failed late). */
+  firedAt: number;
   /** Answered or rejected already: its reply, when it comes, is dropped. */
   done: boolean;
   /** For a NOSCRIPT re-send: the script, and where the command's bytes are. */
@@ -125,7 +134,11 @@ export class RespConnection extends EventEmitter {
   #head = 0;
   #count = 0;
   #flushScheduled = false;
-  #deadlineTimer: NodeJS.Timeout | undefined;
+  // Calls at the tail of the ring not written yet (their deadline starts at the write).
+  #unwritten = 0;
+  readonly #deadlines = new LoopAwareTimer((firedAt) => this.#judge(firedAt));
+  // performance.now() of the chunk being parsed: when its replies were read.
+  #readAt = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #connectTimer: NodeJS.Timeout | undefined;
   #attempts = 0;
@@ -212,7 +225,8 @@ export class RespConnection extends EventEmitter {
       const slot: Slot = {
         resolve: resolve,
         reject,
-        deadline: performance.now() + this.#opts.deadlineMs,
+        deadline: Infinity,
+        firedAt: 0,
         done: false,
         script,
         bytes,
@@ -237,7 +251,7 @@ export class RespConnection extends EventEmitter {
     }
     ring[(this.#head + this.#count) % ring.length] = slot;
     this.#count++;
-    if (this.#deadlineTimer === undefined) this.#armDeadline(this.#opts.deadlineMs);
+    this.#unwritten++;
   }
 
   #shift(): Slot | undefined {
@@ -264,7 +278,25 @@ export class RespConnection extends EventEmitter {
     // Dropped meanwhile: its calls were rejected with the connection.
     if (s === undefined || this.#status !== 'ready') return;
     s.write(out);
+    this.#written();
   };
+
+  /** The calls at the tail not written yet are now: their deadlines start. */
+  #written(): void {
+    const n = this.#unwritten;
+    if (n === 0) return;
+    this.#unwritten = 0;
+    const deadline = performance.now() + this.#opts.deadlineMs;
+    const ring = this.#ring;
+    let armed = false;
+    for (let i = Math.max(0, this.#count - n); i < this.#count; i++) {
+      const slot = ring[(this.#head + i) % ring.length]!;
+      if (slot.internal) continue;
+      slot.deadline = deadline;
+      armed = true;
+    }
+    if (armed) this.#deadlines.arm(deadline);
+  }
 
   #notReady(): RespCallError {
     const why = this.#lastError ? `: ${this.#lastError.message}` : '';
@@ -277,6 +309,13 @@ export class RespConnection extends EventEmitter {
     if (slot.internal) {
       slot.resolve(v as never);
       return;
+    }
+    if (this.#readAt > slot.deadline) {
+      const listener = this.#opts.onLateReply;
+      if (listener !== undefined) {
+        const [loop, redis] = lateParts(slot.deadline, this.#readAt, slot.firedAt, !slot.done);
+        listener(loop, redis);
+      }
     }
     if (slot.done) return;
     if (v instanceof RespError) {
@@ -312,6 +351,8 @@ export class RespConnection extends EventEmitter {
     slot.start = at;
     slot.end = w.pos;
     slot.resent = true;
+    // A new write: Redis answered the first one (NOSCRIPT), so the deadline starts again.
+    slot.deadline = Infinity;
     slot.seq = ++this.#seq;
     this.#enqueue(slot);
     this.#scheduleFlush();
@@ -322,6 +363,7 @@ export class RespConnection extends EventEmitter {
       resolve: resolve,
       reject,
       deadline: Infinity,
+      firedAt: 0,
       done: false,
       script: undefined,
       bytes: undefined,
@@ -333,26 +375,24 @@ export class RespConnection extends EventEmitter {
     };
   }
 
-  #armDeadline(ms: number): void {
-    this.#deadlineTimer = setTimeout(this.#onDeadline, Math.max(1, Math.ceil(ms)));
-  }
-
-  readonly #onDeadline = (): void => {
-    this.#deadlineTimer = undefined;
-    if (this.#count === 0) return;
-    const now = performance.now();
+  /**
+   * Run one turn after the deadline timer ran at `firedAt` (the socket has been read since): the
+   * calls due by then still without a reply are late. Returns the next deadline to wait for.
+   */
+  #judge(firedAt: number): number {
     let next = Infinity;
     const ring = this.#ring;
     for (let i = 0; i < this.#count; i++) {
       const slot = ring[(this.#head + i) % ring.length]!;
       if (slot.done || slot.internal) continue;
-      if (slot.deadline <= now) {
+      if (slot.deadline <= firedAt) {
         slot.done = true;
-        slot.reject(this.#mapError(new RespCallError('timeout', `redis: no answer within ${this.#opts.deadlineMs} ms`)));
+        slot.firedAt = firedAt;
+        slot.reject(this.#mapError(new RespCallError('timeout', `redis: no answer within ${this.#opts.deadlineMs} ms of its write`)));
       } else if (slot.deadline < next) next = slot.deadline;
     }
-    if (next !== Infinity) this.#armDeadline(next - now);
-  };
+    return next;
+  }
 
   #connect(): void {
     this.#reconnectTimer = undefined;
@@ -373,6 +413,7 @@ export class RespConnection extends EventEmitter {
     socket.once(this.#tls ? 'secureConnect' : 'connect', () => this.#handshake(socket));
     socket.on('data', (chunk: Buffer) => {
       if (this.#socket !== socket) return;
+      this.#readAt = performance.now();
       try {
         parser.feed(chunk);
       } catch (err) {
@@ -407,6 +448,8 @@ export class RespConnection extends EventEmitter {
       this.#enqueue(slot);
       socket.write(encodeCommand(c));
     }
+    // Written at once, and internal: no deadline.
+    this.#unwritten = 0;
   }
 
   #onReady(): void {
@@ -435,6 +478,7 @@ export class RespConnection extends EventEmitter {
     }
     // Bytes encoded but not flushed belong to calls rejected below.
     this.#writer.take();
+    this.#unwritten = 0;
     this.#loadedAt.clear();
     const lost = new RespCallError('unavailable', `redis: connection lost with the call in flight (${err.message}); not re-sent`, {
       cause: err,
@@ -495,6 +539,7 @@ export class RespConnection extends EventEmitter {
       this.once('end', () => resolve());
       if (wasReady) {
         this.#flush();
+        this.#unwritten = 0;
         this.#status = 'end';
         this.#enqueue(this.#internalSlot(noop, noop));
         socket.end(encodeCommand(['QUIT']));
@@ -504,8 +549,7 @@ export class RespConnection extends EventEmitter {
         this.#fail(socket, new Error('redis: closed'));
       }
     }).finally(() => {
-      clearTimeout(this.#deadlineTimer);
-      this.#deadlineTimer = undefined;
+      this.#deadlines.clear();
     });
     return this.#closing;
   }

@@ -13,6 +13,8 @@ import t from 'tap';
 import fc from 'fast-check';
 import { createServer, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
 import { Redis } from 'ioredis';
 import { admitScript } from '../../../limiter/admission/admit-script.js';
 import { RespCallError, RespConnection, respScript } from '../../../limiter/admission/resp-connection.js';
@@ -262,6 +264,56 @@ t.test('a Redis of our own: NOSCRIPT, deadlines, a killed connection', async (t)
     await waitFor(() => store.decisions!.inFlight === 0, { timeoutMs: 5000, what: 'the pause to end and the late reply to be dropped' });
     const after = await store.admit(req);
     t.same([after.allowed, after.remaining], [true, 2], 'the timed-out decision was applied by Redis; the next reply is its own');
+  });
+
+  // The loop is held (synchronously) until Redis has run the call, so its reply is in the socket,
+  // and past the call's deadline: the deadline timer then runs late, before the poll phase.
+  const port = new URL(server.url).port;
+  const holdLoopUntilRun = (key: string, deadlineMs: number): void => {
+    const cli = join(dirname(bin), 'redis-cli');
+    const until = performance.now() + 2 * deadlineMs;
+    while (spawnSync(cli, ['-p', port, 'GET', key], { encoding: 'utf8' }).stdout.trim() !== '1' || performance.now() < until);
+  };
+
+  t.test('a loop held past the deadline: a reply waiting in the socket is on time, and timed as the loop’s', async (t) => {
+    const late: Array<[number, number]> = [];
+    const c = open(t, server.url, 50, { onLateReply: (loop, redis) => late.push([loop, redis]) });
+    await c.ready(2000);
+    const p = c.evalsha(incr, ['held'], []);
+    await new Promise((r) => setImmediate(r)); // written (the flush runs first)
+    holdLoopUntilRun('held', 50);
+    t.equal(await p, 1, 'answered, not timed out');
+    t.equal(late.length, 1, 'one late reply');
+    t.ok(late[0]![0] > 0 && late[0]![1] === 0, `all of its lateness is the loop’s: ${JSON.stringify(late[0])}`);
+
+    // The same through ioredis (leases, DPoP, a cluster's decisions).
+    const lateIo: Array<[number, number]> = [];
+    const store = new RedisCounterStore({
+      url: server.url,
+      prefix: 'held',
+      deadlineMs: 50,
+      ioredisDecisions: true,
+      onLateReply: (loop, redis) => lateIo.push([loop, redis]),
+    });
+    t.teardown(() => store.close());
+    await store.ready();
+    // Called from the poll phase (a reply's callback), so that nothing reads the socket between the
+    // write and the check phase where its deadline is stamped and the loop is then held.
+    await admin.ping();
+    const q = store.guard(store.client.incr('held-io'));
+    await new Promise((r) => setImmediate(r));
+    holdLoopUntilRun('held-io', 50);
+    t.equal(await q, 1, 'answered through ioredis, not timed out');
+    t.equal(lateIo.length, 1);
+    t.ok(lateIo[0]![0] > 0 && lateIo[0]![1] === 0, `the loop’s: ${JSON.stringify(lateIo[0])}`);
+
+    // A Redis that does not answer still fails within the deadline (plus the loop's delay).
+    await admin.client('PAUSE', 400, 'WRITE');
+    const e = await failure(store.guard(store.client.incr('held-io')));
+    t.type(e, CounterStoreError);
+    t.equal((e as CounterStoreError).code, 'counter_store_timeout');
+    await waitFor(() => lateIo.length === 2, { timeoutMs: 5000, what: 'the late reply after the pause' });
+    t.ok(lateIo[1]![1] > 0, `that one was Redis’s own lateness: ${JSON.stringify(lateIo[1])}`);
   });
 
   t.test('a killed connection: calls in flight rejected, never re-sent; a new connection follows', async (t) => {
