@@ -340,7 +340,10 @@ const operations: Record<string, OperationSpec> = {
       'The client authenticates as at /token (a public client with client_id alone). 200 whether or not anything was revoked: an unknown, invalid or expired token, or one issued to another client, changes nothing.',
     tags: ['oauth'],
     security: ['clientBasic'],
-    body: { schema: open('token, token_type_hint (access_token or refresh_token), client_id'), contentType: 'application/x-www-form-urlencoded' },
+    body: {
+      schema: open('token, token_type_hint (access_token or refresh_token), client_id'),
+      contentType: 'application/x-www-form-urlencoded',
+    },
     responses: {
       '200': { description: 'Revoked, or nothing to revoke; no body' },
       '400': oauthError(),
@@ -357,7 +360,7 @@ const operations: Record<string, OperationSpec> = {
         schema: obj({
           iss: str,
           complete: bool,
-          sid: { type: 'object', additionalProperties: int, description: 'Revoked families: grant id (the tokens\' sid) → epoch seconds' },
+          sid: { type: 'object', additionalProperties: int, description: "Revoked families: grant id (the tokens' sid) → epoch seconds" },
           jti: { type: 'object', additionalProperties: int, description: 'Revoked access tokens: jti → their exp' },
         }),
       },

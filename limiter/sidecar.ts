@@ -36,6 +36,7 @@ import { LimiterMetrics } from './metrics.js';
 import { HotKeys } from './hot-keys.js';
 import { QuotaSync, defaultSidecarId } from './quota-sync.js';
 import { registerQuotaSyncMetrics } from './quota-sync-metrics.js';
+import { registerRevocationMetrics } from './revocation-metrics.js';
 import type { LimiterConfig } from './config.js';
 import { ConfigError } from '../shared/config.js';
 import { startRlsServer, type RlsServer } from './rls/server.js';
@@ -265,6 +266,8 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     clock,
     log,
   });
+
+  registerRevocationMetrics(registry, verifier, clock);
 
   // DPoP proofs are used once: in Redis (SET NX PX, shared by every sidecar on it, through the
   // counters' fail-fast client) when there is one, else in this process only.

@@ -43,7 +43,12 @@ async function revokeAsAccessToken(rt: OAuthRuntime, client: OAuthClient, token:
   }
   if (claims.client_id !== client.clientId) return 'unchanged';
   const now = rt.clock.now();
-  const recorded = await revokeAccessToken(rt.pool, { jti: claims.jti, clientId: client.clientId, expiresAtMs: claims.exp * 1000, nowMs: now });
+  const recorded = await revokeAccessToken(rt.pool, {
+    jti: claims.jti,
+    clientId: client.clientId,
+    expiresAtMs: claims.exp * 1000,
+    nowMs: now,
+  });
   return recorded ? 'revoked' : 'unchanged';
 }
 
@@ -63,7 +68,9 @@ export function revocationEndpoint(rt: OAuthRuntime): Handler {
       const client = await authenticateClient(presentedClient(ctx.headers, p), rt.client);
       const token = required(p, 'token');
       const order =
-        p.get('token_type_hint') === 'refresh_token' ? [revokeAsRefreshToken, revokeAsAccessToken] : [revokeAsAccessToken, revokeAsRefreshToken];
+        p.get('token_type_hint') === 'refresh_token'
+          ? [revokeAsRefreshToken, revokeAsAccessToken]
+          : [revokeAsAccessToken, revokeAsRefreshToken];
       for (const attempt of order) {
         const found = await attempt(rt, client, token);
         if (found === 'not_this_kind') continue;

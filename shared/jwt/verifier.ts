@@ -201,7 +201,8 @@ export function createVerifier(opts: VerifierOptions): Verifier {
     } catch {
       throw configError('revocationListUrl is not a URL');
     }
-    if (revocationUrl.protocol !== 'https:' && revocationUrl.protocol !== 'http:') throw configError('revocationListUrl must be http or https');
+    if (revocationUrl.protocol !== 'https:' && revocationUrl.protocol !== 'http:')
+      throw configError('revocationListUrl must be http or https');
   }
   const revocationIntervalMs = numberIn(
     'revocationRefreshIntervalMs',

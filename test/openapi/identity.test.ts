@@ -53,7 +53,10 @@ t.test('recorded answers match the document', async (t) => {
       'POST',
       '/auth/admin/clients',
       '/auth/admin/clients',
-      { headers: admin, body: { client_id: 'openapi-public', client_type: 'public', redirect_uris: ['http://127.0.0.1:9/cb'], scope: 'openid' } },
+      {
+        headers: admin,
+        body: { client_id: 'openapi-public', client_type: 'public', redirect_uris: ['http://127.0.0.1:9/cb'], scope: 'openid' },
+      },
       201,
     ],
     ['POST', '/revoke', '/revoke', { headers: form, body: 'client_id=openapi-public&token=not-a-token' }, 200],
