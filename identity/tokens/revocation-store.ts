@@ -27,6 +27,23 @@ export async function isAccessTokenRevoked(db: Db, jti: string): Promise<boolean
   return rows.length > 0;
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Whether a verified access token is revoked, by its own `jti` or by its family (`sid`, a grant
+ * revoked): one round trip, for identity's resource endpoints (orders, checkout, the projection
+ * operator API).
+ */
+export async function isTokenRevoked(db: Db, jti: string, sid: string | undefined): Promise<boolean> {
+  const grant = sid !== undefined && UUID.test(sid) ? sid : null;
+  const { rows } = await db.query<{ revoked: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM revoked_access_tokens WHERE jti = $1)
+         OR ($2::uuid IS NOT NULL AND EXISTS (SELECT 1 FROM oauth_grants WHERE grant_id = $2::uuid AND revoked_at IS NOT NULL)) AS revoked`,
+    [jti, grant],
+  );
+  return rows[0]?.revoked === true;
+}
+
 /** One published entry: an id and the epoch seconds after which no token it names is valid. */
 export interface RevokedEntry {
   readonly id: string;

@@ -164,6 +164,12 @@ t.test('revocation reaches the sidecar within seconds', async (t) => {
     t.equal((await through(first.access)).status, 200, 'the first access token passes the sidecar');
     t.equal((await through(second)).status, 200, 'and the second, of the same family');
     t.equal(decodeJwt(second).payload.sid, decodeJwt(first.access).payload.sid, 'both carry the family as sid');
+    const orders = async (token: string): Promise<number> => {
+      const r = await fetch(`${idUrl}/orders`, { headers: { authorization: `Bearer ${token}` } });
+      await r.arrayBuffer();
+      return r.status;
+    };
+    t.equal(await orders(second), 200, "identity's orders API, called directly, takes it");
 
     const r = await fetch(`${sc.url}/revoke`, {
       method: 'POST',
@@ -174,6 +180,7 @@ t.test('revocation reaches the sidecar within seconds', async (t) => {
     t.equal(r.status, 200, 'the sidecar forwards the Basic credentials to identity');
     await refusedAfter(second, started, 'family revoked with POST /revoke');
     t.equal((await through(first.access)).status, 401, 'every access token of the family is refused');
+    t.equal(await orders(second), 401, "and identity's orders API, called directly, refuses it too");
 
     const refused = await through(second);
     const garbage = await through(`${second.slice(0, -4)}AAAA`);
