@@ -7,7 +7,8 @@
  */
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { ConfigOf } from '../shared/config.js';
-import { createVerifier, type Verifier } from '../shared/jwt/index.js';
+import { createVerifier, TokenError, type Verifier } from '../shared/jwt/index.js';
+import { isTokenRevoked } from './tokens/revocation-store.js';
 import type { Logger } from '../shared/log.js';
 import { createRegistry } from '../shared/metrics.js';
 import { openDatabase, postgresCheck, requireDatabaseUrl } from '../shared/pg-service.js';
@@ -68,9 +69,21 @@ export async function startIdentity(config: ConfigOf<typeof identityConfig>, log
     clock,
     log,
   });
-  const verifier: Verifier = config.IDENTITY_JWKS_URL
-    ? remote
-    : { ...remote, verifyAccessToken: async (token, binding) => (await oauth.verifier.verify(token, binding)).claims };
+  const verifySignature: Verifier['verifyAccessToken'] = config.IDENTITY_JWKS_URL
+    ? (token, binding) => remote.verifyAccessToken(token, binding)
+    : async (token, binding) => (await oauth.verifier.verify(token, binding)).claims;
+  // Called directly (not through a sidecar), a revoked token is refused here at once too: its jti
+  // or its family (sid) revoked, read from the database these endpoints use anyway.
+  const verifier: Verifier = {
+    ...remote,
+    verifyAccessToken: async (token, binding) => {
+      const claims = await verifySignature(token, binding);
+      if (await isTokenRevoked(pool, claims.jti, claims.sid)) {
+        throw new TokenError('revoked', 'token has been revoked', binding !== undefined && binding !== 'any' ? 'dpop' : 'bearer');
+      }
+      return claims;
+    },
+  };
   const events = createIdentityEvents(
     {
       databaseUrl: requireDatabaseUrl(config.DATABASE_URL, 'identity'),

@@ -349,6 +349,39 @@ const operations: Record<string, OperationSpec> = {
     body: { schema: open('token, token_type_hint'), contentType: 'application/x-www-form-urlencoded' },
     responses: { '200': { schema: open('{active, …}') }, '400': oauthError(), '401': oauthError(), '415': oauthError() },
   },
+  'POST /revoke': {
+    summary: 'Token revocation (RFC 7009): a refresh token ends its family, an access token itself',
+    description:
+      'The client authenticates as at /token (a public client with client_id alone). 200 whether or not anything was revoked: an unknown, invalid or expired token, or one issued to another client, changes nothing.',
+    tags: ['oauth'],
+    security: ['clientBasic'],
+    body: {
+      schema: open('token, token_type_hint (access_token or refresh_token), client_id'),
+      contentType: 'application/x-www-form-urlencoded',
+    },
+    responses: {
+      '200': { description: 'Revoked, or nothing to revoke; no body' },
+      '400': oauthError(),
+      '401': oauthError(),
+      '415': oauthError(),
+    },
+  },
+  'GET /.well-known/revoked-tokens.json': {
+    summary: 'The revocation list the sidecars poll: revoked families (sid) and access tokens (jti), each with its last exp',
+    tags: ['oauth'],
+    security: NONE,
+    responses: {
+      '200': {
+        schema: obj({
+          iss: str,
+          complete: bool,
+          sid: { type: 'object', additionalProperties: int, description: "Revoked families: grant id (the tokens' sid) → epoch seconds" },
+          jti: { type: 'object', additionalProperties: int, description: 'Revoked access tokens: jti → their exp' },
+        }),
+      },
+      '304': { description: 'Not modified (If-None-Match matched the ETag)' },
+    },
+  },
   ...operationalOperations(),
 };
 

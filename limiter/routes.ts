@@ -86,7 +86,8 @@ export const WEBHOOKS_IP_LIMIT = { rate: 500, burst: 5_000 };
 
 /**
  * The default table (README, "Route table"): `/api/v1` to the notifier, identity's paths to identity.
- * Signup, login, token, authorize, device and well-known take no credentials (per-IP cap);
+ * Signup, login, token, revoke, authorize, device and well-known take no credentials (per-IP cap;
+ * a client authenticates to identity itself, with Basic credentials the sidecar forwards);
  * `/userinfo`, orders and checkout need them. The segment API alone gets a large body limit.
  */
 export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSpec[] {
@@ -98,6 +99,7 @@ export function defaultRoutes(notifierUrl: string, identityUrl: string): RouteSp
     { prefix: '/auth', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/authorize', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/token', upstream: identityUrl, auth: 'optional', class: 'auth' },
+    { prefix: '/revoke', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/device', upstream: identityUrl, auth: 'optional', class: 'auth' },
     { prefix: '/.well-known', upstream: identityUrl, auth: 'optional', class: 'public_read' },
     { prefix: '/userinfo', upstream: identityUrl, auth: 'required', class: 'auth' },

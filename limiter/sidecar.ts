@@ -36,6 +36,7 @@ import { LimiterMetrics } from './metrics.js';
 import { HotKeys } from './hot-keys.js';
 import { QuotaSync, defaultSidecarId } from './quota-sync.js';
 import { registerQuotaSyncMetrics } from './quota-sync-metrics.js';
+import { registerRevocationMetrics } from './revocation-metrics.js';
 import type { LimiterConfig } from './config.js';
 import { ConfigError } from '../shared/config.js';
 import { startRlsServer, type RlsServer } from './rls/server.js';
@@ -253,16 +254,21 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     keepAliveTimeoutMs: 30_000,
   });
 
+  const jwksUrl = config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json`;
   const verifier: Verifier = createVerifier({
     issuer: config.JWT_ISSUER,
     audience: config.JWT_AUDIENCE,
-    ...(deps.jwks ? { keys: deps.jwks } : { jwksUrl: config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json` }),
+    ...(deps.jwks ? { keys: deps.jwks } : { jwksUrl }),
     clockToleranceSec: Math.round(config.JWT_CLOCK_SKEW / 1000),
     jwksCooldownMs: config.JWKS_REFETCH_COOLDOWN,
     jwksRefreshIntervalMs: config.JWKS_REFRESH_INTERVAL,
+    revocationListUrl: revocationListUrl(config, deps.jwks !== undefined),
+    revocationRefreshIntervalMs: config.REVOCATION_REFRESH_INTERVAL || undefined,
     clock,
     log,
   });
+
+  registerRevocationMetrics(registry, verifier, clock);
 
   // DPoP proofs are used once: in Redis (SET NX PX, shared by every sidecar on it, through the
   // counters' fail-fast client, under the decisions' loop-aware deadline) when there is one, else
@@ -414,3 +420,18 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     },
   };
 }
+
+/**
+ * Where the revocation list is fetched (README, "Revocation and the edge"): REVOCATION_LIST_URL,
+ * else beside the key set (the origin of JWKS_URL, else IDENTITY_URL). None when
+ * REVOCATION_REFRESH_INTERVAL is 0, or when the keys are static and no URL is given.
+ */
+export function revocationListUrl(config: LimiterConfig, staticKeys: boolean): string | undefined {
+  if (config.REVOCATION_REFRESH_INTERVAL === 0) return undefined;
+  if (config.REVOCATION_LIST_URL !== undefined) return config.REVOCATION_LIST_URL;
+  if (staticKeys) return undefined;
+  return new URL(REVOCATION_LIST_PATH, config.JWKS_URL ?? config.IDENTITY_URL).href;
+}
+
+/** identity's revocation list, beside its JWKS. */
+export const REVOCATION_LIST_PATH = '/.well-known/revoked-tokens.json';

@@ -629,6 +629,21 @@ export const ENV = {
       'How often the sidecar refetches the key set in the background (If-None-Match; a 304 keeps it): a key revoked at identity stops verifying within this plus one fetch',
     parse: (raw) => durationIn(raw, 1_000, 600_000, '1s', '10m'),
   }),
+  REVOCATION_LIST_URL: v({
+    default: undefined,
+    optional: true,
+    services: ['limiter'],
+    description:
+      "Where the sidecar fetches identity's revocation list (revoked token families and access tokens); default the origin of JWKS_URL (else IDENTITY_URL) + /.well-known/revoked-tokens.json",
+    parse: url(['http', 'https']),
+  }),
+  REVOCATION_REFRESH_INTERVAL: v({
+    default: '2s',
+    services: ['limiter'],
+    description:
+      'How often the sidecar refetches the revocation list in the background (If-None-Match; a 304 keeps it): a revoked token is refused within this plus one fetch. 0 turns the list off (revoked access tokens then pass until they expire)',
+    parse: (raw) => (duration(raw) === 0 ? 0 : durationIn(raw, 250, 600_000, '250ms', '10m')),
+  }),
   // ── notifier (core: ingestion, queues, workers, tracking) ─────────────────
   NOTIFIER_WORKERS: v({
     default: 'true',

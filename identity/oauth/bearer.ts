@@ -2,8 +2,8 @@
  * Access tokens on identity's own resource endpoints (userinfo, the admin API): read from
  * `Authorization: Bearer` (RFC 6750 §2.1; never from the query) or `Authorization: DPoP` with a
  * `DPoP` proof (RFC 9449 §7), verified with the shared verifier, and checked against the grant
- * (`sid`): a token of a revoked grant is refused here although it still verifies at the edge until
- * it expires (access tokens are short-lived for that reason).
+ * (`sid`) and against the revoked access tokens (`jti`, RFC 7009): a revoked token is refused here
+ * at once (the sidecars refuse it at their next poll of the revocation list).
  *
  * A DPoP-bound token (`cnf.jkt`) is accepted only under the DPoP scheme with a proof of its key
  * for this request (`htm`, `htu` = issuer + path, `ath`, single use, the nonce when nonces are on);
@@ -13,6 +13,7 @@ import { DEFAULT_DPOP_ALGS } from '../../shared/dpop/index.js';
 import { PlatformError } from '../../shared/errors.js';
 import type { RequestContext } from '../../shared/http.js';
 import { getGrant, type Grant } from '../tokens/grant-store.js';
+import { isAccessTokenRevoked } from '../tokens/revocation-store.js';
 import type { VerifiedAccessToken } from './local-verifier.js';
 import type { OAuthRuntime } from './runtime.js';
 
@@ -51,9 +52,9 @@ export function bearerToken(ctx: RequestContext): string {
   return presentedToken(ctx).token;
 }
 
-function revoked(scheme: PresentedToken['scheme']): PlatformError {
+function revoked(scheme: PresentedToken['scheme'], detail = 'the access token belongs to a revoked grant'): PlatformError {
   return new PlatformError('invalid_token', {
-    detail: 'the access token belongs to a revoked grant',
+    detail,
     headers: { 'www-authenticate': scheme === 'dpop' ? 'DPoP error="invalid_token"' : 'Bearer realm="identity", error="invalid_token"' },
   });
 }
@@ -74,6 +75,7 @@ export async function authenticateBearer(rt: OAuthRuntime, ctx: RequestContext):
   } else {
     v = await rt.verifier.verify(p.token);
   }
+  if (await isAccessTokenRevoked(rt.pool, v.claims.jti)) throw revoked(p.scheme, 'the access token was revoked');
   if (v.sid === undefined) return { ...v, grant: undefined, scheme: p.scheme };
   const grant = await getGrant(rt.pool, v.sid);
   if (!grant || grant.revokedAt !== undefined || grant.userId !== v.claims.sub) throw revoked(p.scheme);

@@ -27,6 +27,8 @@ export const PATHS = Object.freeze({
   deviceAuthorization: '/auth/device_authorization',
   devicePage: DEVICE_PAGE_PATH,
   introspect: '/auth/introspect',
+  revoke: '/revoke',
+  revocationList: '/.well-known/revoked-tokens.json',
   adminClients: '/auth/admin/clients',
   adminKeys: '/auth/admin/keys',
 });
@@ -42,6 +44,7 @@ export function discoveryDocument(s: OAuthSettings): Record<string, unknown> {
     jwks_uri: at(PATHS.jwks),
     device_authorization_endpoint: at(PATHS.deviceAuthorization),
     introspection_endpoint: at(PATHS.introspect),
+    revocation_endpoint: at(PATHS.revoke),
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials', DEVICE_CODE_GRANT],
@@ -49,6 +52,8 @@ export function discoveryDocument(s: OAuthSettings): Record<string, unknown> {
     id_token_signing_alg_values_supported: ['ES256', 'RS256'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    // RFC 7009 §2.1: a public client revokes its own tokens with its client_id alone.
+    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     code_challenge_methods_supported: ['S256'],
     // RFC 9449 §5.1: the proof algorithms /token and /userinfo accept.
     dpop_signing_alg_values_supported: [...DEFAULT_DPOP_ALGS],

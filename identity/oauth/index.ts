@@ -24,6 +24,8 @@
  * | GET, POST | /auth/device | the user-code page |
  * | GET, POST | /userinfo | claims of the signed-in user (bearer) |
  * | POST | /auth/introspect | RFC 7662, confidential clients |
+ * | POST | /revoke | RFC 7009 token revocation |
+ * | GET | /.well-known/revoked-tokens.json | the revocation list the sidecars poll |
  * | GET | /.well-known/openid-configuration, /.well-known/oauth-authorization-server | metadata |
  * | GET | /.well-known/jwks.json | public signing keys |
  * | GET, POST, DELETE | /auth/admin/clients[/:id[/secret]] | client registry (admin) |
@@ -38,6 +40,8 @@ import { authorizeGet, authorizePost } from './authorize-endpoint.js';
 import { deviceAuthorizationEndpoint, devicePageGet, devicePagePost } from './device-endpoint.js';
 import { discoveryEndpoint, jwksEndpoint, PATHS } from './discovery.js';
 import { introspectionEndpoint } from './introspection-endpoint.js';
+import { revocationEndpoint } from './revocation-endpoint.js';
+import { revocationListEndpoint } from './revocation-list.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../../shared/db-errors.js';
 import { purgeExpired } from './purge.js';
 import type { OAuthRuntime } from './runtime.js';
@@ -86,6 +90,8 @@ export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, rt: OA
   add('get', PATHS.userinfo, userinfoEndpoint(rt));
   add('post', PATHS.userinfo, userinfoEndpoint(rt));
   add('post', PATHS.introspect, introspectionEndpoint(rt));
+  add('post', PATHS.revoke, revocationEndpoint(rt));
+  add('get', PATHS.revocationList, revocationListEndpoint(rt.revocations));
   for (const r of adminClientRoutes(rt)) add(r.method, r.pattern, r.handler);
   for (const r of adminKeyRoutes(rt)) add(r.method, r.pattern, r.handler);
 }
@@ -138,7 +144,7 @@ export async function startOAuth(rt: OAuthRuntime, opts: StartOAuthOptions = {})
         if (r.retireScheduled.length) rt.metrics.keyRotations.inc({ action: 'retire_scheduled' }, r.retireScheduled.length);
         if (r.deleted.length) rt.metrics.keyRotations.inc({ action: 'deleted' }, r.deleted.length);
         const purged = await purgeExpired(rt.pool, rt.clock.now(), rt.settings);
-        if (purged.codes + purged.deviceCodes + purged.refreshTokens + purged.grants > 0)
+        if (purged.codes + purged.deviceCodes + purged.refreshTokens + purged.grants + purged.revokedTokens > 0)
           rt.log.debug({ purged }, 'oauth: expired records purged');
       } catch (err) {
         rt.log.error({ err }, 'oauth: background step failed; retrying at the next tick');

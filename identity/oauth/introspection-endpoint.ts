@@ -4,7 +4,7 @@
  * anything that is not a currently valid token of ours, without saying why:
  *
  * - access tokens: verified by the shared verifier (so an id token, typ `JWT`, is never active),
- *   and inactive once their grant is revoked;
+ *   and inactive once their grant is revoked or they were revoked themselves (`POST /revoke`);
  * - refresh tokens: active while current (not rotated out, unexpired, grant not revoked), and only
  *   to the client they were issued to (another client learns nothing from them).
  */
@@ -12,6 +12,7 @@ import type { Handler, RequestContext } from '../../shared/http.js';
 import { authenticateClient, presentedClient } from '../clients/client-auth.js';
 import { findRefreshToken, getGrant } from '../tokens/grant-store.js';
 import { refreshTokenBytes, refreshTokenHash } from '../tokens/opaque.js';
+import { isAccessTokenRevoked } from '../tokens/revocation-store.js';
 import { oauthErrorReply, oauthJson } from './oauth-error.js';
 import { formParams, required } from './params.js';
 import type { OAuthRuntime } from './runtime.js';
@@ -27,6 +28,7 @@ async function introspectAccessToken(rt: OAuthRuntime, token: string): Promise<R
   } catch {
     return INACTIVE;
   }
+  if (await isAccessTokenRevoked(rt.pool, v.claims.jti)) return INACTIVE;
   if (v.sid !== undefined) {
     const grant = await getGrant(rt.pool, v.sid);
     if (!grant || grant.revokedAt !== undefined) return INACTIVE;

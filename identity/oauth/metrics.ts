@@ -8,6 +8,7 @@ export interface OAuthMetrics {
   tokenErrors: Counter<'error'>;
   securityAlerts: Counter<'type'>;
   keyRotations: Counter<'action'>;
+  tokenRevocations: Counter<'token_type'>;
 }
 
 export function createOAuthMetrics(registry: Registry | undefined): OAuthMetrics {
@@ -35,6 +36,12 @@ export function createOAuthMetrics(registry: Registry | undefined): OAuthMetrics
       name: 'identity_signing_key_changes_total',
       help: 'Signing-key schedule changes applied by this process (created, retire_scheduled, deleted)',
       labelNames: ['action'],
+      registers,
+    }),
+    tokenRevocations: new Counter({
+      name: 'identity_token_revocations_total',
+      help: 'Tokens revoked at /revoke (RFC 7009), by token type (a refresh token revokes its family)',
+      labelNames: ['token_type'],
       registers,
     }),
   };

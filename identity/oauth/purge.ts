@@ -1,10 +1,11 @@
 /**
  * Deleting what can no longer be used: authorization and device codes a day past expiry (kept that
  * long so a late replay of a code is still recognised and revokes), refresh tokens past expiry
- * plus the grace window, and grants with no refresh token left whose access tokens have expired.
+ * plus the grace window, revoked access tokens past their expiry, and grants with no refresh token left whose access tokens have expired.
  * Security events are kept.
  */
 import type { Pool } from '../../shared/db.js';
+import { purgeRevokedAccessTokens } from '../tokens/revocation-store.js';
 
 const DAY_MS = 86_400_000;
 
@@ -13,6 +14,8 @@ export interface PurgeResult {
   deviceCodes: number;
   refreshTokens: number;
   grants: number;
+  /** Revoked access tokens past their expiry (refused anyway). */
+  revokedTokens: number;
 }
 
 export async function purgeExpired(
@@ -28,7 +31,9 @@ export async function purgeExpired(
         AND NOT EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.grant_id = g.grant_id)`,
     [new Date(nowMs - s.accessTokenTtlMs - s.clockSkewSec * 1000 - DAY_MS)],
   );
+  const revokedTokens = await purgeRevokedAccessTokens(pool, nowMs, s.clockSkewSec * 1000);
   return {
+    revokedTokens,
     codes: codes.rowCount ?? 0,
     deviceCodes: devices.rowCount ?? 0,
     refreshTokens: tokens.rowCount ?? 0,

@@ -18,6 +18,7 @@ import { TokenIssuer } from '../tokens/token-issuer.js';
 import { credentialProfile, verifyPassword } from './credentials.js';
 import { createIdentityDpop, DPOP_SETTINGS_DEFAULT, type DpopSettings, type IdentityDpop } from './dpop.js';
 import { LocalVerifier } from './local-verifier.js';
+import { RevocationList } from './revocation-list.js';
 import { createOAuthMetrics, type OAuthMetrics } from './metrics.js';
 import { rotationPolicy, type OAuthSettings } from './settings.js';
 
@@ -68,6 +69,8 @@ export interface OAuthRuntime {
   readonly metrics: OAuthMetrics;
   /** DPoP proofs at /token and /userinfo (oauth/dpop.ts). */
   readonly dpop: IdentityDpop;
+  /** The revocation list the sidecars poll (revocation-list.ts); invalidate it after revoking. */
+  readonly revocations: RevocationList;
   /** A registered client (cached briefly: see ClientCache). */
   client(clientId: string): Promise<OAuthClient | undefined>;
   /** Drops a client from the cache after this process changed it. */
@@ -101,9 +104,12 @@ export function createOAuthRuntime(pool: Pool, deps: OAuthDeps): OAuthRuntime {
     users: (deps.users ?? credentialsDirectory)(pool),
     metrics,
     dpop: createIdentityDpop(pool, s.issuer, deps.dpop ?? DPOP_SETTINGS_DEFAULT, clock),
+    revocations: new RevocationList(pool, s, clock, deps.log),
     client: (clientId) => clients.get(clientId),
     invalidateClient: (clientId) => clients.invalidate(clientId),
     async alert(a) {
+      // Every alert is raised by a revocation of its family: the sidecars hear of it at their next poll.
+      rt.revocations.invalidate();
       metrics.securityAlerts.inc({ type: a.type });
       deps.log.warn(
         { alert: a.type, user_id: a.userId, client_id: a.clientId, family_id: a.familyId },

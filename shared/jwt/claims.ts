@@ -25,6 +25,11 @@ export interface AccessClaims {
   readonly plan?: string;
   readonly client_id?: string;
   /**
+   * The token's family (the grant it was issued under; OpenID Connect's session id): revoking the
+   * family revokes every access token that carries it (the revocation list, revocation-list.ts).
+   */
+  readonly sid?: string;
+  /**
    * `cnf.jkt` (RFC 9449 §6.1): the token is DPoP-bound to the key with this RFC 7638 thumbprint
    * and is accepted only with a proof made by that key, never as a bearer token.
    */
@@ -125,6 +130,8 @@ export function validateAccessClaims(payload: Record<string, unknown>, want: Cla
   if (plan !== undefined) claims.plan = plan;
   const clientId = optionalString(payload, 'client_id');
   if (clientId !== undefined) claims.client_id = clientId;
+  const sid = optionalString(payload, 'sid');
+  if (sid !== undefined) claims.sid = sid;
   if (payload.cnf !== undefined) claims.jkt = confirmationJkt(payload.cnf);
   return Object.freeze(claims);
 }

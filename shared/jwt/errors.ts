@@ -32,7 +32,8 @@ export type TokenRejectReason =
   | 'verifier_closed'
   | 'dpop_bound_as_bearer'
   | 'dpop_not_bound'
-  | 'dpop_key_mismatch';
+  | 'dpop_key_mismatch'
+  | 'revoked';
 
 function codeFor(reason: TokenRejectReason): ErrorCode {
   if (reason === 'expired') return 'token_expired';

@@ -23,3 +23,11 @@ export {
   type PinnedAlg,
   type PinnedKey,
 } from './keys.js';
+export {
+  RevocationList,
+  RevokedSet,
+  parseRevocationDocument,
+  MAX_REVOCATION_LIST_BYTES,
+  type RevocationListStats,
+  type RevocationDocumentEntries,
+} from './revocation-list.js';

@@ -6,7 +6,8 @@
  * (algorithm family, forbidden members, `typ`, `kid`); the key by kid, refetching the key set on an
  * unknown kid (single flight, once per cooldown); the header `alg` against the key's pinned
  * algorithm; the signature; only then the claims. Nothing in a token is looked at as a claim until
- * its signature holds.
+ * its signature holds. Last, with a revocation list (revocation-list.ts), the token's `jti` and
+ * family (`sid`) are looked up in it: on every verification, cached tokens included.
  *
  * Why the signature is checked with `node:crypto` and not jose's `compactVerify`: jose 6 verifies
  * through WebCrypto, one thread-pool round trip per call, about 7,000 ES256 verifications/s per
@@ -28,6 +29,7 @@ import { TokenError } from './errors.js';
 import { decodeJsonObject, parseAccessTokenHeader } from './header.js';
 import { KeySet, type KeySetStats } from './key-set.js';
 import { verifyWithPinnedKey, type JwksDocument, type PinnedKey } from './keys.js';
+import { RevocationList, type RevocationListStats } from './revocation-list.js';
 
 // The verifier's whole public surface is importable from this module (or from ./index.js).
 export { quotaSubjectOf, type AccessClaims } from './claims.js';
@@ -61,8 +63,17 @@ export interface VerifierOptions {
    * 0 turns the timer off. Default 5 s.
    */
   jwksRefreshIntervalMs?: number;
-  /** Deadline for one JWKS fetch. Default 5 s. */
+  /** Deadline for one JWKS (or revocation list) fetch. Default 5 s. */
   fetchTimeoutMs?: number;
+  /**
+   * The issuer's revocation list (identity's `/.well-known/revoked-tokens.json`): a token whose
+   * `jti` or family (`sid`) it names is refused (`revoked`) although its signature holds. Fetched
+   * at once and then every `revocationRefreshIntervalMs`, conditionally (revocation-list.ts).
+   * Undefined: no list, revoked tokens pass until they expire.
+   */
+  revocationListUrl?: string | URL;
+  /** Background refresh period of the revocation list. Default 2 s. */
+  revocationRefreshIntervalMs?: number;
   /** Verified tokens remembered (bounded LRU); 0 turns the cache off. Default 10,000. */
   tokenCacheSize?: number;
   /** Tokens longer than this (characters) are refused unread. Default 8192. */
@@ -94,6 +105,8 @@ export function checkBinding(claims: AccessClaims, binding: TokenBinding | 'any'
 
 export interface VerifierStats extends KeySetStats {
   cachedTokens: number;
+  /** The revocation list's state, when the verifier has one. */
+  revocations: RevocationListStats | undefined;
 }
 
 export interface Verifier {
@@ -121,6 +134,7 @@ export const VERIFIER_DEFAULTS = Object.freeze({
   jwksMaxAgeMs: 10 * 60_000,
   jwksRefreshIntervalMs: 5_000,
   fetchTimeoutMs: 5_000,
+  revocationRefreshIntervalMs: 2_000,
   tokenCacheSize: 10_000,
   maxTokenLength: 8192,
 });
@@ -180,6 +194,23 @@ export function createVerifier(opts: VerifierOptions): Verifier {
   const maxTokenLength = numberIn('maxTokenLength', opts.maxTokenLength, VERIFIER_DEFAULTS.maxTokenLength, 64, 1_048_576);
   const clock = opts.clock ?? Date;
   const now = (): number => clock.now();
+  let revocationUrl: URL | undefined;
+  if (opts.revocationListUrl !== undefined) {
+    try {
+      revocationUrl = new URL(opts.revocationListUrl);
+    } catch {
+      throw configError('revocationListUrl is not a URL');
+    }
+    if (revocationUrl.protocol !== 'https:' && revocationUrl.protocol !== 'http:')
+      throw configError('revocationListUrl must be http or https');
+  }
+  const revocationIntervalMs = numberIn(
+    'revocationRefreshIntervalMs',
+    opts.revocationRefreshIntervalMs,
+    VERIFIER_DEFAULTS.revocationRefreshIntervalMs,
+    1,
+    24 * 3_600_000,
+  );
 
   const keySet = new KeySet({ jwksUrl, keys: opts.keys, cooldownMs, maxAgeMs, refreshIntervalMs, fetchTimeoutMs, now, log: opts.log });
   const cache =
@@ -190,7 +221,24 @@ export function createVerifier(opts: VerifierOptions): Verifier {
           sizeCalculation: (_v, token) => token.length,
         })
       : undefined;
+  const revocations =
+    revocationUrl &&
+    new RevocationList({
+      url: revocationUrl,
+      issuer: opts.issuer,
+      refreshIntervalMs: revocationIntervalMs,
+      fetchTimeoutMs,
+      clockToleranceSec: want.clockToleranceSec,
+      now,
+      log: opts.log,
+    });
   let closed = false;
+
+  /** The token's revocation, checked on every verification (cached tokens included). */
+  function notRevoked(claims: AccessClaims): AccessClaims {
+    if (revocations?.isRevoked(claims.jti, claims.sid)) throw new TokenError('revoked', 'token has been revoked');
+    return claims;
+  }
 
   async function keyFor(kid: string): Promise<PinnedKey> {
     const known = keySet.get(kid);
@@ -211,6 +259,8 @@ export function createVerifier(opts: VerifierOptions): Verifier {
 
   async function verify(token: string, binding: TokenBinding | 'any' | undefined): Promise<AccessClaims> {
     if (closed) throw new TokenError('verifier_closed', 'token verification is shut down');
+    // Once, at start: the first revocation list (or its failure) before the first verdict.
+    if (revocations && !revocations.settled) await revocations.first;
     const nowMs = now();
     keySet.refreshIfStale(nowMs);
     if (typeof token !== 'string' || token.length === 0) throw new TokenError('malformed', 'token is missing');
@@ -218,7 +268,7 @@ export function createVerifier(opts: VerifierOptions): Verifier {
 
     const hit = cache?.get(token);
     if (hit) {
-      if (nowMs < hit.expiredAtMs && keySet.get(hit.key.kid) === hit.key) return checkBinding(hit.claims, binding);
+      if (nowMs < hit.expiredAtMs && keySet.get(hit.key.kid) === hit.key) return checkBinding(notRevoked(hit.claims), binding);
       cache!.delete(token); // expired or its key is gone: the full check below says which
     }
 
@@ -237,7 +287,7 @@ export function createVerifier(opts: VerifierOptions): Verifier {
     // The time is read again: a refetch may have been awaited since the first reading.
     const claims = validateAccessClaims(payload, want, now());
     cache?.set(token, { claims, key, expiredAtMs: (claims.exp + want.clockToleranceSec) * 1000 });
-    return checkBinding(claims, binding);
+    return checkBinding(notRevoked(claims), binding);
   }
 
   return {
@@ -247,11 +297,12 @@ export function createVerifier(opts: VerifierOptions): Verifier {
       await keySet.ready();
     },
     stats() {
-      return { ...keySet.stats(), cachedTokens: cache?.size ?? 0 };
+      return { ...keySet.stats(), cachedTokens: cache?.size ?? 0, revocations: revocations?.stats() };
     },
     close() {
       closed = true;
       keySet.close();
+      revocations?.close();
       cache?.clear();
     },
   };

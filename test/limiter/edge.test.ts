@@ -643,7 +643,7 @@ t.test('LIMITER_TRUST_PROXY=true: ours are appended to the proxy’s, and the pe
 // ── Authorization schemes ───────────────────────────────────────────────────────────────────────
 
 const BASIC = 'Basic Y2xpZW50OnNlY3JldA==';
-for (const path of ['/token', '/auth/introspect']) {
+for (const path of ['/token', '/auth/introspect', '/revoke']) {
   t.test(`Authorization: Basic on ${path} (auth=optional): forwarded untouched, limited by address`, async (t) => {
     const { res, seen } = await forwarded(
       t,

@@ -72,7 +72,7 @@ t.test('purgeExpired deletes what can no longer be used, and keeps what can', as
   });
   const fresh = await createGrant(db.pool, { userId: 'u', clientId: 'c', scope: '', authTimeMs: now, nowMs: now, refreshTtlMs: 14 * day });
   const r = await purgeExpired(db.pool, now, { refreshGraceMs: 30_000, accessTokenTtlMs: 900_000, clockSkewSec: 60 });
-  t.same(r, { codes: 1, deviceCodes: 0, refreshTokens: 1, grants: 1 });
+  t.same(r, { codes: 1, deviceCodes: 0, refreshTokens: 1, grants: 1, revokedTokens: 0 });
   const { rows } = await db.pool.query<{ grant_id: string }>('SELECT grant_id FROM oauth_grants');
   t.same(
     rows.map((x) => x.grant_id),
