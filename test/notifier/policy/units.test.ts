@@ -104,7 +104,8 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     mandatory: false,
     sms: true,
     caps: { push: { limit: 10, windowMs: HOUR } },
-    digest: undefined,
+    // Seed 000: normal is "subject to rate caps and digesting", example window 5 minutes.
+    digest: { windowMs: 5 * 60_000, template: 'social_digest_v1', maxItems: 50 },
     failover: DEFAULT_FAILOVER,
   });
   t.same(view(c.types.get('security_alerts')!), {
