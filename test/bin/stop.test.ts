@@ -18,7 +18,8 @@ import { PROJECT_ROOT } from '../../shared/paths.js';
 import { freePort } from '../harness/ports.js';
 import { waitFor } from '../harness/wait.js';
 
-t.setTimeout(900_000);
+// Five platform starts, each waiting for six services and PostgreSQL: slow on a loaded machine.
+t.setTimeout(1_800_000);
 
 const dir = mkdtempSync(join(tmpdir(), 'edge-stop-'));
 chmodSync(dir, 0o755); // the postgres OS user (when run as root) must reach the data directory
@@ -55,6 +56,7 @@ async function platformEnv(): Promise<Record<string, string>> {
   return {
     ...env,
     LOG_LEVEL: 'info', // each service's "shutdown: …" lines are read below
+    START_READY_TIMEOUT: '600s',
     EMBEDDED_PG_DIR: pgDir,
     IDENTITY_URL: `http://127.0.0.1:${p.IDENTITY_PORT}`,
     NOTIFIER_URL: `http://127.0.0.1:${p.NOTIFIER_PORT}`,
@@ -155,7 +157,7 @@ async function start(t: Test, how: How, env: Record<string, string>): Promise<Pl
     }
   });
   await waitFor(() => out.includes('the platform is ready') || proc.exitCode !== null, {
-    timeoutMs: 180_000,
+    timeoutMs: 600_000,
     what: `"the platform is ready" (${how})`,
   });
   t.match(out, 'the platform is ready', `${how}: the platform starts`);

@@ -4,14 +4,15 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { PROJECT_ROOT } from '../../shared/paths.js';
 import { Supervisor } from '../../bin/supervisor.js';
 import { waitFor } from '../harness/wait.js';
 
 const child = resolve(import.meta.dirname, '../fixtures/supervisor/crashy.mjs');
-// A service-like child: shared/lifecycle.ts's watchParent, as shared/main.ts wires it.
-const CHILD = fileURLToPath(new URL('../fixtures/lifecycle/child.ts', import.meta.url));
-const TS_LOADER = import.meta.resolve('@tapjs/typescript/import');
+// A service-like child: shared/lifecycle.ts's watchParent, as shared/main.ts wires it (built).
+const CHILD_JS = resolve(PROJECT_ROOT, 'dist/test/fixtures/lifecycle/child.js');
+const SUPERVISOR_JS = pathToFileURL(resolve(PROJECT_ROOT, 'dist/bin/supervisor.js')).href;
 
 /** Running, not a zombie (an exited process whose parent has not read its status). */
 function running(pid: number): boolean {
@@ -78,15 +79,15 @@ t.test('stop() sends SIGTERM and waits for every child to exit', async (t) => {
 });
 
 t.test('a child of the supervisor drains and exits when the supervisor is killed (its IPC channel closes)', async (t) => {
-  // A supervisor process running the fixture as its child, the way npm start runs a service.
-  const supervisorModule = new URL('../../bin/supervisor.ts', import.meta.url).href;
+  // A supervisor process running the fixture as its child, the way npm start runs a service; both
+  // from the build (dist/), as npm start runs them, which also spares two TypeScript loads.
   const script = `
-    import { Supervisor } from ${JSON.stringify(supervisorModule)};
+    import { Supervisor } from ${JSON.stringify(SUPERVISOR_JS)};
     const sup = new Supervisor({ stdio: 'inherit' });
-    sup.add({ name: 'fixture', command: process.execPath, args: ['--import', ${JSON.stringify(TS_LOADER)}, ${JSON.stringify(CHILD)}, 'watch-parent'] });
+    sup.add({ name: 'fixture', command: process.execPath, args: [${JSON.stringify(CHILD_JS)}, 'watch-parent'] });
     setInterval(() => {}, 1000);`;
-  const parent = spawn(process.execPath, ['--import', TS_LOADER, '--input-type=module', '-e', script], {
-    env: { ...process.env, NODE_OPTIONS: '', TS_NODE_TRANSPILE_ONLY: '1' },
+  const parent = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
