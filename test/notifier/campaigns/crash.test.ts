@@ -81,7 +81,7 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
     p.stderr.on('data', keep);
     r.child = p;
     await waitFor(async () => (await fetch(`http://127.0.0.1:${r.port}/readyz`)).ok, {
-      timeoutMs: 20_000,
+      timeoutMs: 120_000, // a node process starting on a loaded machine
       what: `notifier ${r.name} to be ready; output: ${r.output}`,
     });
     // Its id in the heartbeat table: the one that was not there before it started.
@@ -292,7 +292,7 @@ t.test('a shard job lost from the queue is sent again by the planning step when 
       const s = (await core.status(id)).campaign;
       return s.shards_done === s.shards - 1;
     },
-    { timeoutMs: 20_000, what: 'every other shard to be expanded' },
+    { timeoutMs: 120_000, what: 'every other shard to be expanded' },
   );
   const stuck = await pool.query<{ state: string; routed: boolean }>(
     `SELECT s.state, n.routed_at IS NOT NULL AS routed FROM campaign_shards s JOIN notifications n ON n.id = s.notification_id
