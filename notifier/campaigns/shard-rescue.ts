@@ -70,7 +70,8 @@ export class ShardRescue {
         `SELECT s.notification_id, s.shard, s.job_id::text AS job_id, q.name AS queue
            FROM campaign_shards s
            JOIN campaign_fanouts f ON f.notification_id = s.notification_id AND f.state = 'expanding'
-           JOIN unnest($2::text[], $3::text[]) AS q (tier, name) ON q.tier = f.priority
+           JOIN notifications n ON n.id = s.notification_id
+           JOIN unnest($2::text[], $3::text[]) AS q (tier, name) ON q.tier = n.priority
            JOIN pgboss.job j ON j.name = q.name AND j.id = s.job_id AND j.state = 'active'
            LEFT JOIN notifier_replicas r ON r.id = s.claimed_by
           WHERE s.state = 'pending'
