@@ -653,10 +653,11 @@ t.test("planChannels without named channels: the user's on with the type's defau
     ],
     "the user's sms on is not allowed at normal",
   );
+  // social_activity digests at normal by default (seed 000): each resolved channel joins its digest.
   t.same(plan('social_activity', 'normal', [], { types: { social_activity: { email: true, push: true } } }), [
-    { channel: 'push', fate: 'send' },
-    { channel: 'in_app', fate: 'send' },
-    { channel: 'email', fate: 'send' },
+    { channel: 'push', fate: 'digest' },
+    { channel: 'in_app', fate: 'digest' },
+    { channel: 'email', fate: 'digest' },
   ]);
   t.same(
     plan('marketing', 'low', [], { types: { marketing: { push: false, email: false, in_app: false } } }),
