@@ -1,15 +1,22 @@
 /**
  * `npm start`: the whole platform on one machine. Starts an embedded PostgreSQL when DATABASE_URL
  * is unset (data under .data/, kept across restarts), then each service as its own process under
- * the supervisor, waits until every one answers /readyz, and prints the URLs. Ctrl-C (or SIGTERM)
- * stops the services, then the database.
+ * the supervisor, waits until every one answers /readyz, and prints the URLs.
+ *
+ * Stopping: SIGINT, SIGTERM or SIGHUP (to this process, to npm, which forwards it here since the
+ * script `exec`s node, or to the whole process group) stops the services, then the database,
+ * once however many of them arrive; so does the death of whatever started us (npm, a shell, a CI
+ * runner: its pid is polled, as Linux gives Node no parent-death signal), and a signal that comes
+ * while the database is still starting. The services themselves exit when this process dies even
+ * by SIGKILL (their IPC channel to the supervisor closes); only the database would survive that,
+ * and the next start names it (see shared/postmaster-lock.ts).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { loadConfig } from '../shared/config.js';
 import { startConfig } from './config.js';
 import { createLogger } from '../shared/log.js';
-import { describeStartupError, EXIT_CONFIG } from '../shared/lifecycle.js';
+import { describeStartupError, EXIT_CONFIG, watchParent } from '../shared/lifecycle.js';
 import { isCodedError } from '../shared/errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
@@ -69,32 +76,39 @@ async function main(): Promise<void> {
   const order: Name[] = ['control-plane', 'identity', 'sandbox', 'notifier', 'limiter', 'console'];
   const names = order.filter((n) => config.START_SERVICES.includes(n));
 
+  // Stopping is wired before anything starts, so a signal during the database's start still stops
+  // it. Everything is stopped once: later signals (npm forwards the one the group also delivered)
+  // find `stopping` set.
+  const supervisor = new Supervisor({ giveUpCodes: [EXIT_CONFIG] });
+  let pgStarting: Promise<EmbeddedPostgres | undefined> | undefined;
+  let stopping = false;
+  const stop = async (code: number, why?: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    say(why ? `stopping (${why})…` : 'stopping…');
+    await supervisor.stop();
+    const pg = await pgStarting?.catch(() => undefined);
+    await pg?.stop();
+    process.exit(code);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(0));
+  watchParent({ pollMs: 1000, onGone: (reason) => void stop(0, reason) });
+
   let pg: EmbeddedPostgres | undefined;
   let databaseUrl = config.DATABASE_URL;
   if (!databaseUrl) {
     say('starting embedded PostgreSQL…');
-    pg = await startEmbeddedPostgres({ dataDir: resolve(PROJECT_ROOT, config.EMBEDDED_PG_DIR), port: config.EMBEDDED_PG_PORT, log });
+    pgStarting = startEmbeddedPostgres({ dataDir: resolve(PROJECT_ROOT, config.EMBEDDED_PG_DIR), port: config.EMBEDDED_PG_PORT, log });
+    pg = await pgStarting;
+    if (stopping || !pg) return; // stop() stops it
     databaseUrl = pg.url;
   }
 
-  const supervisor = new Supervisor({ giveUpCodes: [EXIT_CONFIG] });
   supervisor.on('restart', (name, delay, n) => say(`${name} exited; restart #${n} in ${delay} ms`));
   supervisor.on('giveUp', (name) => {
     say(`${name} stopped with a configuration error (see above); stopping the platform`);
     void stop(1);
   });
-
-  let stopping = false;
-  const stop = async (code: number): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    say('stopping…');
-    await supervisor.stop();
-    await pg?.stop();
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop(0));
-  process.on('SIGTERM', () => void stop(0));
 
   // The sidecar follows the control plane when both run here (unless told otherwise).
   const limiterEnv: Record<string, string> = {};

@@ -4,6 +4,10 @@
  *
  * A child that stays up for `stableMs` has its backoff reset, so a service that crashes once a day
  * restarts at once, while one that crashes on start backs off up to `maxBackoffMs`.
+ *
+ * Each child gets an IPC channel that nothing is sent on: it closes when the supervisor's process
+ * ends, however it ends (SIGKILL included), and a service built on shared/main.ts drains and exits
+ * when it does (`watchParent`), so a dead supervisor leaves no orphans.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
@@ -89,7 +93,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
     if (this.stopping) return;
     const proc = spawn(r.spec.command, r.spec.args, {
       env: { ...process.env, ...r.spec.env },
-      stdio: ['ignore', this.opts.stdio, this.opts.stdio],
+      stdio: ['ignore', this.opts.stdio, this.opts.stdio, 'ipc'],
     });
     r.proc = proc;
     r.startedAt = this.opts.now();

@@ -297,8 +297,13 @@ class Pending {
     if (this.body instanceof RequestBodyStream) this.body.release();
   }
 
-  onUpstreamError(err: Error): void {
+  onUpstreamResponse(status: number): void {
+    this.plane.o.metrics.upstreamResponse(this.route.prefix, status);
+  }
+
+  onUpstreamError(err: Error, code: ErrorCode): void {
     this.plane.o.log.debug({ err, route: this.route.prefix }, 'upstream request failed');
+    this.plane.o.metrics.upstreamFailed(this.route.prefix, code);
   }
 
   /** The request is over (answered, relayed or abandoned): counted once. */

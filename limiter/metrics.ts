@@ -110,7 +110,10 @@ export class LimiterMetrics {
   readonly redisRtt: TypedHistogram;
   readonly failmodeTrips: Counter;
   readonly evictions: Counter;
+  /** `ratelimit_upstream_responses{route,status}`; counted through `upstreamResponse` / `upstreamFailed`. */
   readonly proxied: Counter;
+  /** route → the children of `proxied` for 1xx…5xx (index status / 100), resolved once per route. */
+  private readonly proxiedByClass = new Map<string, Counter.Internal[]>();
   readonly scriptDisagreements: Counter;
   private readonly lateReplies: Histogram;
   /** route → tenant → counts per result (index in RESULTS). */
@@ -267,6 +270,24 @@ export class LimiterMetrics {
   lateReply(eventLoopMs: number, redisMs: number): void {
     if (eventLoopMs > 0) this.lateReplies.labels('event_loop').observe(eventLoopMs / 1000);
     if (redisMs > 0) this.lateReplies.labels('redis').observe(redisMs / 1000);
+  }
+
+  /**
+   * An upstream's response relayed on `route`, by status class (`2xx` … `5xx`). The label children
+   * are resolved once per route, so a response costs an array read and an increment.
+   */
+  upstreamResponse(route: string, status: number): void {
+    let byClass = this.proxiedByClass.get(route);
+    if (!byClass) {
+      byClass = ['1xx', '2xx', '3xx', '4xx', '5xx'].map((c) => this.proxied.labels(route, c));
+      this.proxiedByClass.set(route, byClass);
+    }
+    byClass[Math.min(Math.max(Math.trunc(status / 100), 1), 5) - 1]!.inc();
+  }
+
+  /** An upstream that failed before answering (answered 502/504): `status` is the error code. Rare. */
+  upstreamFailed(route: string, code: string): void {
+    this.proxied.labels(route, code).inc();
   }
 
   /** One decision's duration, ms from the request's arrival (`performance.now()` differences). */

@@ -107,8 +107,10 @@ export interface ProxyHooks {
    * body is resumed here; after the response ends, uWS throws on any access).
    */
   onFinishing(): void;
-  /** Called with the upstream's error before it is answered as 502/504 (for the debug log). */
-  onUpstreamError(err: Error): void;
+  /** Called once with the upstream's final (non-1xx) status, as its head arrives. */
+  onUpstreamResponse(status: number): void;
+  /** Called with the upstream's error before it is answered as 502/504, with the code answered. */
+  onUpstreamError(err: Error, code: ErrorCode): void;
 }
 
 const EMPTY: readonly string[] = [];
@@ -371,6 +373,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (this.aborted) return false;
     if (statusCode < 200) return true; // 1xx informational: nothing to forward
     this.status = statusCode;
+    this.hooks.onUpstreamResponse(statusCode);
     this.statusText = statusText;
     this.rawHeaders = rawHeaders;
     this.resumeUpstream = resume;
@@ -507,7 +510,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     const code = upstreamErrorCode(err);
-    this.hooks.onUpstreamError(err);
+    this.hooks.onUpstreamError(err, code);
     const detail =
       code === 'upstream_timeout'
         ? 'the upstream did not answer in time'

@@ -40,7 +40,15 @@ import { QueueRunner } from './queues/runner.js';
 import { Backpressure } from './queues/backpressure.js';
 import { CAMPAIGN_TIERS, CHANNEL_NAMES, RETENTION_QUEUE, TIERS, campaignQueue, deliverQueue, routeQueue } from './queues/names.js';
 import type { CampaignJob } from './queues/wake-ups.js';
-import { CAMPAIGN_STOP_CHANNEL, CampaignPump, CampaignWorker, fanoutLag, KillSwitch, registerCampaignRoutes } from './campaigns/index.js';
+import {
+  CAMPAIGN_STOP_CHANNEL,
+  CampaignPump,
+  CampaignWorker,
+  fanoutLag,
+  KillSwitch,
+  registerCampaignRoutes,
+  ShardRescue,
+} from './campaigns/index.js';
 import { DeliveryWorker, leaseMs, type Channels, type ClaimedBatch, type DeliveryJob, type Directory } from './workers/deliver.js';
 import { RoutingWorker, type RouteJob } from './workers/route.js';
 import { PgListener } from '../shared/pg-listener.js';
@@ -222,6 +230,8 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
   let http: HttpService | undefined;
   let reconciler: Reconciler | undefined;
   let pump: CampaignPump | undefined;
+  // Hands a dead replica's campaign shards on within a few heartbeats (campaigns/shard-rescue.ts).
+  let shardRescue: ShardRescue | undefined;
   try {
     await listener.start();
     boss = await startBoss({
@@ -327,7 +337,9 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         metrics,
         expanded: () => campaignPump.poke(),
         wake,
+        replicaId: killSwitch.replicaId,
       });
+      shardRescue = new ShardRescue({ pool, boss: b, log, heartbeatMs: config.NOTIFIER_REPLICA_HEARTBEAT, wake });
       for (const tier of CAMPAIGN_TIERS) {
         const cq = campaignQueue(tier);
         runners.set(
@@ -471,8 +483,10 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
       for (const r of runners.values()) r.start();
       reconciler?.start();
       pump?.start();
+      shardRescue?.start();
     }
   } catch (err) {
+    await shardRescue?.stop();
     await pump?.stop();
     await killSwitch?.close();
     await http?.close(0);
@@ -504,6 +518,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         await segmentCleanup.stop();
         backpressure.stop();
         await reconciler?.stop();
+        await shardRescue?.stop();
         await pump?.stop();
         await Promise.all([...runners.values()].map((r) => r.stop(graceMs)));
         await killSwitch?.close();

@@ -199,7 +199,12 @@ const operations: Record<string, OperationSpec> = {
   'POST /api/v1/notifications': {
     summary: 'Accept a notification (idempotent per caller and Idempotency-Key): 202 with its id',
     tags: ['notifications'],
-    headers: { 'idempotency-key': { description: 'Repeats with the same key answer the first 202' } },
+    headers: {
+      'idempotency-key': {
+        description:
+          "The idempotency key, as the body's idempotency_key (either, or both with the same value; different values: 422 idempotency_key_mismatch). Repeats with the same key and request answer the first 202",
+      },
+    },
     body: { schema: protoRequestSchema(NotificationRequestSchema) },
     responses: { '202': { schema: ref('notify.v1.IngestionResponse') } },
     errors: [400, 401, 403, 409, 413, 415, 422, 429, 503],

@@ -12,6 +12,9 @@
  *   Unix socket, so it never collides with a system server's socket either.
  * - **Persistence.** A data directory that already holds a cluster (PG_VERSION) is reused, never
  *   re-initialised.
+ * - **A lock left behind.** A `postmaster.pid` from an earlier run is read first
+ *   (shared/postmaster-lock.ts): a server still running is named with its pid and how to stop it;
+ *   a dead server's lock is removed, with a warning naming the pid.
  * - **One-line errors.** The package rejects with nothing useful when the server exits; the
  *   server's own FATAL line is turned into an `EmbeddedPostgresError` with a stable code.
  * - **Exit hooks.** On import the package registers `async-exit-hook`, which listens to SIGINT,
@@ -35,6 +38,7 @@ import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { InternalError } from './errors.js';
 import type { Logger } from './log.js';
+import { describeRunning, inspectLock, removeStaleLock } from './postmaster-lock.js';
 
 export type EmbeddedPostgresErrorCode =
   'port_in_use' | 'no_postgres_user' | 'data_dir_unusable' | 'data_dir_in_use' | 'binaries_unusable' | 'init_failed' | 'start_failed';
@@ -285,6 +289,18 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
         err,
       );
     }
+  }
+
+  // A lock left by an earlier run: a server still running (named, with the way to stop it), or a
+  // dead one's file (removed, and said so).
+  const lock = await inspectLock(dataDir);
+  if (lock.state === 'running') throw new EmbeddedPostgresError('data_dir_in_use', describeRunning(dataDir, lock));
+  if (lock.state === 'stale') {
+    log?.warn(
+      { dataDir, pid: lock.pid, why: lock.why },
+      `removing a stale postmaster.pid: PostgreSQL pid ${lock.pid} ${lock.why === 'dead' ? 'is no longer running' : 'is gone (the pid now belongs to another program)'}`,
+    );
+    await removeStaleLock(dataDir);
   }
 
   const timeoutMs = opts.startTimeoutMs ?? 30_000;

@@ -95,6 +95,7 @@ export const ERROR_CODES = {
   campaign_not_pending: { status: 409, title: 'The campaign has no fan-out waiting for approval' },
   idempotency_key_reused: { status: 422, title: 'This idempotency key was used with a different request' },
   idempotency_in_flight: { status: 409, title: 'A request with this idempotency key is still being processed' },
+  idempotency_key_mismatch: { status: 422, title: 'The Idempotency-Key header and the body idempotency_key differ' },
   // ── notifier: segments (notifier/segments) ────────────────────────────────
   segment_kind_conflict: { status: 409, title: 'The segment exists with another kind' },
   segment_upload_in_progress: { status: 409, title: 'Another upload of this segment is in progress' },

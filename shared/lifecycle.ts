@@ -60,7 +60,7 @@ export interface Lifecycle {
    * A second call while draining does nothing. Resolves just before `exit` is called.
    */
   shutdown(reason: string, opts: ShutdownOptions): Promise<void>;
-  /** First SIGTERM/SIGINT starts `shutdown`; a second exits 1 at once. Returns an uninstaller. */
+  /** First SIGTERM/SIGINT starts `shutdown`; later ones are logged and ignored. Returns an uninstaller. */
   installSignalHandlers(opts: ShutdownOptions): () => void;
   /** Prints one line describing a startup failure and exits non-zero. Never returns. */
   fatal(err: unknown, log?: LifecycleLog): never;
@@ -116,8 +116,7 @@ export function createLifecycle(deps: LifecycleDeps = {}): Lifecycle {
     const log = opts.log ?? deps.log ?? stderrLog;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (isDraining) {
-        log.error({ signal }, `shutdown: second ${signal}, exiting now`);
-        exit(1);
+        log.info({ signal }, `shutdown: ${signal} while draining, ignored (already stopping)`);
         return;
       }
       void shutdown(`${signal} received`, opts);
@@ -148,6 +147,71 @@ export function createLifecycle(deps: LifecycleDeps = {}): Lifecycle {
     shutdown,
     installSignalHandlers,
     fatal,
+  };
+}
+
+// ── noticing that the parent went away ──────────────────────────────────────
+
+/** Where `watchParent` learns of the parent: injected in tests, `process` by default. */
+export interface ParentWatchOptions {
+  /** Called once, with a sentence saying what happened. */
+  onGone(reason: string): void;
+  /**
+   * With no IPC channel, poll `ppid()` this often and call `onGone` when it changes (the parent
+   * died and the process was re-parented). 0 (the default) does not poll.
+   */
+  pollMs?: number;
+  /** Default `() => process.ppid`. */
+  ppid?: () => number;
+  /**
+   * The IPC channel to the parent, if the process was started with one; its 'disconnect' (or
+   * `connected` already false) means the parent is gone. Default: `process` when it was started
+   * with a channel (`process.send` exists, and stays even after the channel closed).
+   */
+  channel?:
+    | { readonly connected: boolean; on(event: 'disconnect', l: () => void): unknown; off(event: 'disconnect', l: () => void): unknown }
+    | undefined;
+}
+
+/**
+ * Calls `onGone` when the process that started this one exits. With an IPC channel (a child of
+ * the supervisor) that is the channel's 'disconnect', at once; without one, a change of
+ * `process.ppid` seen by a poll (unref'd: it never keeps the process alive). A process whose
+ * parent is already init (pid 1, or 0 in a container) has nothing to watch. Returns an uninstaller.
+ */
+export function watchParent(opts: ParentWatchOptions): () => void {
+  const channel = 'channel' in opts ? opts.channel : typeof process.send === 'function' ? process : undefined;
+  let done = false;
+  const gone = (reason: string): void => {
+    if (done) return;
+    done = true;
+    uninstall();
+    opts.onGone(reason);
+  };
+  const onDisconnect = (): void => gone('the parent process exited (its IPC channel closed)');
+  let timer: NodeJS.Timeout | undefined;
+  // A listener for 'disconnect' keeps the channel referenced; the uninstaller lets it go.
+  const uninstall = (): void => {
+    channel?.off('disconnect', onDisconnect);
+    if (timer) clearInterval(timer);
+  };
+  if (channel) {
+    // The channel may have closed already, while this process was still loading its modules.
+    if (!channel.connected) onDisconnect();
+    else channel.on('disconnect', onDisconnect);
+  } else if ((opts.pollMs ?? 0) > 0) {
+    const ppid = opts.ppid ?? (() => process.ppid);
+    const first = ppid();
+    if (first > 1) {
+      timer = setInterval(() => {
+        if (ppid() !== first) gone(`the parent process (pid ${first}) exited`);
+      }, opts.pollMs);
+      timer.unref();
+    }
+  }
+  return () => {
+    done = true;
+    uninstall();
   };
 }
 

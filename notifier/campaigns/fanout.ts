@@ -19,6 +19,8 @@
  * missing and none is written twice (the checkpoint and the rows commit together; shards
  * partition the members).
  * The deliveries get no wake-up here: the pump (pump.ts) meters them onto the delivery queues.
+ * A shard is claimed with this replica's id as its job starts; a replica that dies mid-shard has
+ * its shard handed on by shard-rescue.ts within a few heartbeats.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../shared/clock.js';
@@ -53,6 +55,8 @@ export interface CampaignWorkerOptions {
   /** Called after a shard committed new deliveries (the pump meters them out). */
   expanded: () => void;
   wake: (queue: string) => void;
+  /** This replica's id in notifier_replicas (the kill switch's): a shard it expands is claimed with it. */
+  replicaId: string;
 }
 
 interface FanoutRow {
@@ -283,6 +287,12 @@ export class CampaignWorker {
   async #shard(queue: string, jobId: string, id: string, shard: number): Promise<void> {
     const o = this.o;
     const started = o.clock.now();
+    // Claimed before the work, in its own statement (the work's transaction rolls back with this
+    // replica): if this replica dies, shard-rescue.ts hands the shard on once its heartbeat stops.
+    await o.pool.query(
+      `UPDATE campaign_shards SET claimed_by = $3 WHERE notification_id = $1 AND shard = $2 AND state = 'pending' AND job_id = $4`,
+      [id, shard, o.replicaId, jobId],
+    );
     const done = await withTransaction(o.pool, async (client) => {
       const complete = () => o.boss.complete(queue, jobId, {}, { db: txDb(client) });
       const { rows } = await client.query<{

@@ -2,7 +2,8 @@
  * `POST /api/v1/notifications`: validate (validate.ts), accept (accept.ts), answer 202
  * `{notification_id, status: "accepted"}`. Only callers with a service role send notifications
  * (internal services and campaign tools, through the sidecar with an API key or a service token);
- * the idempotency key is scoped to the caller's subject. A repeat answered from the idempotency
+ * the idempotency key (the `Idempotency-Key` header or the body's `idempotency_key`: the same key,
+ * see validate.ts) is scoped to the caller's subject. A repeat answered from the idempotency
  * record carries `Idempotent-Replayed: true`.
  */
 import { PlatformError } from '../../shared/errors.js';
@@ -31,7 +32,7 @@ export function registerIngestRoutes(app: TemplatedApp, edge: EdgeOptions, o: In
       }
       let priority = 'unknown';
       try {
-        const n = validateNotificationRequest(jsonBody(ctx), o.policies);
+        const n = validateNotificationRequest(jsonBody(ctx), o.policies, ctx.headers['idempotency-key']);
         priority = n.priority;
         const r = await acceptNotification(o, caller.subject, n);
         o.metrics.ingested(n.priority, r.replayed ? 'replayed' : 'accepted');

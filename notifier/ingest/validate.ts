@@ -14,7 +14,7 @@
  * | `priority` | yes | `transactional`, `high`, `normal`, `low`: it picks the queue, so guessing would be wrong |
  * | `channels` | no | no repeats; absent or empty = resolved at routing (policy/resolve.ts); each must be allowed for the type × tier (policy/table.ts: SMS only for `transactional` and `high`, or a mandatory type, never for marketing; else 422 `channel_not_allowed`) |
  * | `notification_type` | no | a configured type (policy/types.ts); absent = by `event_type`; 400 naming it when unknown or when no type matches |
- * | `idempotency_key` | no | 1–255 visible ASCII characters; without one a request is never de-duplicated |
+ * | `idempotency_key` | no | 1–255 visible ASCII characters; without one a request is never de-duplicated. The `Idempotency-Key` header is the same key (as the OpenAPI document says): either may carry it, both with the same value is one key, both with different values is 422 `idempotency_key_mismatch` |
  * | `locale` | no | a locale (`fr`, `fr_CA`, `fr-CA`); overrides the recipient's profile |
  * | `campaign_id` | with `audience`, yes | 1–128 visible ASCII characters; the kill switch's unit |
  *
@@ -69,10 +69,22 @@ function visibleId(field: string, value: string, max: number): string {
 }
 
 /**
- * Validates a decoded JSON body.
- * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_allowed` | `channel_not_allowed` (422)
+ * The key an `Idempotency-Key` header carries. The IETF draft (draft-ietf-httpapi-idempotency-key-
+ * header) writes it as a structured-field string, `"8e03978e"`, while most clients send it bare,
+ * as Stripe does; both are taken, and the quotes are not part of the key, so `"k1"` in the header
+ * and `k1` in the body are the same key. Otherwise the body field's rules (1–255 visible ASCII);
+ * a repeated header arrives joined with ", " and is refused for its space.
  */
-export function validateNotificationRequest(json: unknown, policies: IngestPolicies): NewNotification {
+export function idempotencyKeyHeader(raw: string): string {
+  const unquoted = /^"([^"\\]*)"$/.exec(raw)?.[1] ?? raw;
+  return visibleId('Idempotency-Key', unquoted, 255);
+}
+
+/**
+ * Validates a decoded JSON body, with the `Idempotency-Key` header's raw value when the request had one.
+ * @throws PlatformError `bad_request` | `invalid_field` (400, naming the field) | `audience_not_allowed` | `channel_not_allowed` | `idempotency_key_mismatch` (422)
+ */
+export function validateNotificationRequest(json: unknown, policies: IngestPolicies, idempotencyHeader?: string): NewNotification {
   const msg = fromJson(NotificationRequestSchema, json);
 
   if (msg.eventType === '') throw invalidField('event_type', 'is required');
@@ -107,7 +119,8 @@ export function validateNotificationRequest(json: unknown, policies: IngestPolic
     channels.push(name);
   });
 
-  const idempotencyKey = msg.idempotencyKey === '' ? undefined : visibleId('idempotency_key', msg.idempotencyKey, 255);
+  const bodyKey = msg.idempotencyKey === '' ? undefined : visibleId('idempotency_key', msg.idempotencyKey, 255);
+  const headerKey = idempotencyHeader === undefined ? undefined : idempotencyKeyHeader(idempotencyHeader);
 
   let locale: string | undefined;
   if (msg.locale !== undefined) {
@@ -144,6 +157,16 @@ export function validateNotificationRequest(json: unknown, policies: IngestPolic
       });
     }
   });
+
+  // Two keys for one request: which one the caller meant cannot be guessed, and taking either
+  // could replay (or fail to replay) the wrong earlier request.
+  if (headerKey !== undefined && bodyKey !== undefined && headerKey !== bodyKey) {
+    throw new PlatformError('idempotency_key_mismatch', {
+      field: 'idempotency_key',
+      detail: 'idempotency_key: differs from the Idempotency-Key header; send the key in one of them, or the same in both',
+    });
+  }
+  const idempotencyKey = headerKey ?? bodyKey;
 
   return {
     eventType: msg.eventType,

@@ -70,10 +70,13 @@ export interface TypeCatalog {
 /** The default catalogue: the seed's four types and a fallback. */
 export const DEFAULT_NOTIFICATION_TYPES = JSON.stringify({
   order_updates: { events: ['order.*', 'payment.*', 'shipping.*'], channels: ['push', 'email', 'in_app'] },
+  // Seed 000: `normal` is "subject to rate caps and digesting", its example hold window 5 minutes.
+  // social_digest_v1 comes with the notifier (migration 128).
   social_activity: {
     events: ['social.*'],
     channels: ['push', 'in_app'],
     caps: { push: { limit: 10, window: '1h' } },
+    digest: { window: '5m', template: 'social_digest_v1', max_items: 50 },
   },
   security_alerts: { events: ['security.*', 'auth.*', 'account.*'], channels: ['push', 'email'], mandatory: true },
   marketing: {

@@ -4,7 +4,8 @@
  * upstream. Methods, paths and queries pass through; hop-by-hop headers stop at the sidecar in
  * both directions; X-Forwarded-* and the X-Subject* headers are the sidecar's own; bodies stream
  * both ways intact (checksums); upstream failures map to 502/504 problem+json; oversized bodies
- * get 413; aborted clients do not hurt the sidecar.
+ * get 413; aborted clients do not hurt the sidecar; every relayed response and upstream failure is
+ * counted in ratelimit_upstream_responses.
  */
 import t, { type Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
@@ -16,7 +17,9 @@ import {
   client,
   fixedQuota,
   keySubject,
+  metricSum,
   newApiKey,
+  parseMetrics,
   RATE_LIMIT_HEADERS,
   SERVICE_SECRET,
   startTestSidecar,
@@ -272,6 +275,24 @@ t.test('an upstream that sends garbage, or closes at once, gets 502', async (t) 
   const c = await call(`${sc.base}/v1/bad?mode=close`, { headers: auth });
   t.equal(c.status, 502, 'closed without a response: 502');
   t.match(c.headers['content-type'], /problem\+json/);
+});
+
+t.test('ratelimit_upstream_responses counts relayed responses by route and status class, and upstream failures by code', async (t) => {
+  const scrape = async (): Promise<Map<string, number>> => parseMetrics((await call(`${sc.admin}/metrics`)).text);
+  const count = (m: Map<string, number>, route: string, status: string): number =>
+    metricSum(m, 'ratelimit_upstream_responses', { route, status });
+  const before = await scrape();
+  for (const status of [200, 200, 201, 404, 503]) {
+    t.equal((await call(`${sc.base}/v1/m?status=${status}`, { headers: auth })).status, status);
+  }
+  t.equal((await call(`${sc.base}/dead/m`, { headers: auth })).status, 502);
+  const after = await scrape();
+  const delta = (route: string, status: string): number => count(after, route, status) - count(before, route, status);
+  t.equal(delta('/v1', '2xx'), 3, 'three 2xx relayed on /v1');
+  t.equal(delta('/v1', '4xx'), 1, 'one 4xx');
+  t.equal(delta('/v1', '5xx'), 1, "one 5xx (the upstream's own 503)");
+  t.equal(delta('/dead', 'upstream_unreachable'), 1, 'an unreachable upstream by its error code');
+  t.equal(delta('/dead', '5xx'), 0, "the sidecar's own 502 is not an upstream response");
 });
 
 t.test('a declared body over LIMITER_MAX_BODY gets 413 before it is read', async (t) => {

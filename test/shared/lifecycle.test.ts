@@ -5,7 +5,15 @@ import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../../shared/config.js';
-import { createLifecycle, describeStartupError, EXIT_CONFIG, withDependency, type LifecycleLog } from '../../shared/lifecycle.js';
+import {
+  createLifecycle,
+  describeStartupError,
+  EXIT_CONFIG,
+  watchParent,
+  withDependency,
+  type LifecycleLog,
+} from '../../shared/lifecycle.js';
+import { waitFor as until } from '../harness/wait.js';
 
 // ── in-process: the state machine with injected exit and signals ────────────
 
@@ -59,8 +67,8 @@ t.test('a closer that throws does not stop the others; exit 1', async (t) => {
   t.ok(logged.includes('shutdown: closing broken failed'));
 });
 
-t.test('first signal drains, a second exits 1 at once, shutdown runs only once', async (t) => {
-  const { lc, exits, signals } = harness();
+t.test('first signal drains; later ones are logged and ignored; shutdown runs only once', async (t) => {
+  const { lc, exits, signals, logged } = harness();
   let release!: () => void;
   let calls = 0;
   lc.onShutdown('slow', () => {
@@ -71,15 +79,61 @@ t.test('first signal drains, a second exits 1 at once, shutdown runs only once',
   signals.emit('SIGTERM', 'SIGTERM');
   t.equal(lc.draining(), true);
   t.same(exits, [], 'no exit while draining');
+  // Under npm start the group's SIGTERM and the supervisor's forwarded one both arrive.
+  signals.emit('SIGTERM', 'SIGTERM');
   signals.emit('SIGINT', 'SIGINT');
-  t.same(exits, [1], 'second signal exits 1 immediately');
+  t.same(exits, [], 'a second signal does not cut the drain short');
+  t.ok(logged.includes('shutdown: SIGINT while draining, ignored (already stopping)'));
   await lc.shutdown('again', { graceMs: 60_000 });
   t.equal(calls, 1, 'closers ran once');
   release();
   await new Promise((r) => setImmediate(r));
+  t.same(exits, [0], 'the one drain finishes and exits 0');
   uninstall();
   t.equal(signals.listenerCount('SIGTERM'), 0, 'uninstall removes the handlers');
   t.equal(signals.listenerCount('SIGINT'), 0);
+});
+
+t.test('watchParent: an IPC channel that closes, or was closed before, means the parent is gone', async (t) => {
+  const channel = Object.assign(new EventEmitter(), { connected: true });
+  const reasons: string[] = [];
+  watchParent({ channel, onGone: (r) => reasons.push(r) });
+  t.equal(channel.listenerCount('disconnect'), 1, 'listens for the channel closing');
+  channel.emit('disconnect');
+  channel.emit('disconnect');
+  t.same(reasons, ['the parent process exited (its IPC channel closed)'], 'called once');
+  t.equal(channel.listenerCount('disconnect'), 0, 'and lets the channel go');
+
+  const closed = Object.assign(new EventEmitter(), { connected: false });
+  const early: string[] = [];
+  watchParent({ channel: closed, onGone: (r) => early.push(r) });
+  t.same(early, ['the parent process exited (its IPC channel closed)'], 'a channel closed while loading counts too');
+});
+
+t.test('watchParent without a channel: a change of ppid seen by the poll; init as parent is not watched', async (t) => {
+  let ppid = 4242;
+  const reasons: string[] = [];
+  const stop = watchParent({ channel: undefined, pollMs: 5, ppid: () => ppid, onGone: (r) => reasons.push(r) });
+  t.teardown(stop);
+  await new Promise((r) => setTimeout(r, 30));
+  t.same(reasons, [], 'nothing while the parent is there');
+  ppid = 1; // re-parented to init
+  await until(() => reasons.length > 0);
+  t.same(reasons, ['the parent process (pid 4242) exited']);
+
+  let polled = 0;
+  const none = watchParent({
+    channel: undefined,
+    pollMs: 5,
+    ppid: () => {
+      polled++;
+      return 1;
+    },
+    onGone: () => t.fail('init never goes away'),
+  });
+  await new Promise((r) => setTimeout(r, 30));
+  none();
+  t.equal(polled, 1, 'read once, then no poll: a process whose parent is init has nothing to watch');
 });
 
 t.test('fatal writes one line and exits 78 for a ConfigError, 1 otherwise', async (t) => {
@@ -274,15 +328,24 @@ t.test('a closer that throws: the rest still run, exit 1', async (t) => {
   t.ok(e.logs.includes('shutdown: closing broken failed'));
 });
 
-t.test('a second signal exits at once', async (t) => {
+t.test('signals while draining are ignored: the drain finishes once, exit 0', async (t) => {
   const { child, exited, waitFor } = run(t, 'second-signal');
   await waitFor('ready');
   child.kill('SIGTERM');
   await waitFor('shutdown: SIGTERM received, draining');
   child.kill('SIGTERM');
+  child.kill('SIGINT');
+  await waitFor('shutdown: SIGINT while draining, ignored (already stopping)');
+  child.kill('SIGUSR2'); // lets the slow closer finish
   const e = await exited;
-  t.equal(e.code, 1);
-  t.ok(e.logs.includes('shutdown: second SIGTERM, exiting now'));
+  t.equal(e.code, 0, e.err.join('\n'));
+  t.same(e.plain, ['ready', 'closed first'], 'every closer ran, once');
+  t.ok(e.logs.includes('shutdown: SIGTERM while draining, ignored (already stopping)'));
+  t.notOk(
+    e.logs.some((l) => l.includes('exiting now')),
+    'no "exiting now"',
+  );
+  t.ok(e.logs.includes('shutdown: done'));
 });
 
 t.test('fatal(ConfigError): one line on stderr, exit 78, nothing else', async (t) => {

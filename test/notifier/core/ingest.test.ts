@@ -2,7 +2,7 @@
  * POST /api/v1/notifications through a real notifier (workers off, so the queued work stays put to
  * be inspected): validation naming the field, the 422s, who may call it, the notification row, its
  * idempotency record and its routing job written together, idempotent repeats (same body, other
- * body, in flight, expired, other caller), and 503 with nothing acknowledged when PostgreSQL
+ * body, in flight, expired, other caller; the key in the Idempotency-Key header or the body), and 503 with nothing acknowledged when PostgreSQL
  * cannot be reached.
  */
 import t from 'tap';
@@ -161,6 +161,41 @@ t.test('ingestion', async (t) => {
       `SELECT extract(epoch FROM expires_at - created_at)::int AS s FROM idempotency_keys WHERE key = 'k-1' AND caller LIKE 'key:%'`,
     );
     t.equal(ttl.rows[0].s, 86400, 'kept 24 h by default');
+  });
+
+  await t.test('the Idempotency-Key header is the same key as the body field (as the OpenAPI document says)', async (t) => {
+    const withHeader = (key: string) => ({ ...core.service, 'idempotency-key': key });
+    const body = request({});
+    const before = await count('notifications');
+    const first = await core.notify(body, withHeader('hdr-1'));
+    t.equal(first.status, 202);
+    const repeat = await core.notify(body, withHeader('hdr-1'));
+    t.equal(repeat.status, 202);
+    t.same(repeat.body, first.body, 'the same header twice: the original answer');
+    t.equal(repeat.headers.get('idempotent-replayed'), 'true');
+    t.equal(await count('notifications'), before + 1, 'one notification');
+
+    // Header and body field are one key: either way round, and the IETF draft's quoted form.
+    const viaBody = await core.notify({ ...body, idempotency_key: 'hdr-1' });
+    t.same(viaBody.body, first.body, 'the body field replays what the header created');
+    const both = await core.notify({ ...body, idempotency_key: 'hdr-1' }, withHeader('hdr-1'));
+    t.same(both.body, first.body, 'both, equal: the same key');
+    const quoted = await core.notify(body, withHeader('"hdr-1"'));
+    t.same(quoted.body, first.body, 'a structured-field string ("hdr-1") is the same key');
+    const bodyFirst = await core.notify({ ...body, idempotency_key: 'body-1' });
+    const headerAfter = await core.notify(body, withHeader('body-1'));
+    t.same(headerAfter.body, bodyFirst.body, 'the header replays what the body field created');
+    t.equal(await count('notifications'), before + 2, 'two keys, two notifications');
+    const reused = await core.notify({ ...body, template_data: { code: '000000' } }, withHeader('hdr-1'));
+    t.match(reused, { status: 422, body: { code: 'idempotency_key_reused' } }, 'a different request under the header key');
+
+    const conflict = await core.notify({ ...body, idempotency_key: 'body-2' }, withHeader('hdr-2'));
+    t.match(conflict, { status: 422, body: { code: 'idempotency_key_mismatch', field: 'idempotency_key' } });
+    t.equal(conflict.headers.get('content-type'), 'application/problem+json');
+    t.match(conflict.body.detail, /Idempotency-Key header/);
+    const bad = await core.notify(body, withHeader('two words'));
+    t.match(bad, { status: 400, body: { code: 'invalid_field', field: 'Idempotency-Key' } });
+    t.equal(await count('notifications'), before + 2, 'neither refused request created anything');
   });
 });
 

@@ -349,3 +349,43 @@ t.test('a flush inside quiet hours is held until they end; the digest keeps taki
   for (const id of [n1, n2]) t.equal((await core.waitStatus(id, (s) => s.status === 'sent')).channels.push, 'sent');
   t.match((await digests(core))[0], { status: 'closed', items: 2 });
 });
+
+t.test("the default catalogue digests social_activity's normal sends for 5 minutes into the notifier's own social_digest_v1", async (t) => {
+  // No NOTIFIER_NOTIFICATION_TYPES and no digest template put by the test: the defaults alone.
+  const clock = new FakeClock(T0);
+  const ch = scriptedChannels();
+  const core = await startCore(t, 'digest_defaults', { channels: ch, deps: { clock } });
+  await createTemplate(core, 'like_v1', {
+    en: { push: { body: '{{actor}} liked your post' }, in_app: { body: '{{actor}} liked your post' } },
+  });
+  await addDevice(core, 'u1', 'tok-u1');
+  const ids = [await like(core, 'ann'), await like(core, 'bo')];
+  // Each goes to the type's default channels, push and in_app: a digest per channel.
+  await waitFor(
+    async () =>
+      (
+        await core.db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM deliveries WHERE notification_id = ANY($1::uuid[]) AND status = 'digested'`,
+          [ids],
+        )
+      ).rows[0]!.n === 4,
+    { timeoutMs: 15_000, what: 'both notifications to join the push and in-app digests' },
+  );
+  const views = await Promise.all(ids.map((id) => core.status(id)));
+  t.same(views.map(summary), Array(2).fill({ status: 'digest', channels: { push: 'digest', in_app: 'digest' } }));
+  t.same(
+    views.map((v) => v.details.push.release_at),
+    [(T0 + WINDOW) / 1000, (T0 + WINDOW) / 1000],
+    'held for the seed’s 5-minute window',
+  );
+  const held = await digests(core);
+  t.equal(held.length, 2, 'one digest per channel');
+  t.equal(ch.primary.push.calls.length + ch.primary.in_app.calls.length, 0, 'nothing sent before the window ends');
+
+  clock.advance(WINDOW);
+  for (const d of held) await wakeNow(core, d.send_id);
+  await waitFor(() => ch.primary.push.calls.length === 1 && ch.primary.in_app.calls.length === 1, { what: 'both digests to be sent' });
+  t.match(ch.primary.push.calls[0]!.msg, { title: 'New activity', body: '2 new since your last update' }, 'the push digest');
+  t.match(ch.primary.in_app.calls[0]!.msg, { title: 'New activity', body: '2 new since your last update' }, 'the in-app digest');
+  await core.waitStatus(ids[1]!, (s) => s.status === 'sent');
+});

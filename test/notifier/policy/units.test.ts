@@ -104,7 +104,8 @@ t.test('the default catalogue parses to the documented types', async (t) => {
     mandatory: false,
     sms: true,
     caps: { push: { limit: 10, windowMs: HOUR } },
-    digest: undefined,
+    // Seed 000: normal is "subject to rate caps and digesting", example window 5 minutes.
+    digest: { windowMs: 5 * 60_000, template: 'social_digest_v1', maxItems: 50 },
     failover: DEFAULT_FAILOVER,
   });
   t.same(view(c.types.get('security_alerts')!), {
@@ -652,10 +653,11 @@ t.test("planChannels without named channels: the user's on with the type's defau
     ],
     "the user's sms on is not allowed at normal",
   );
+  // social_activity digests at normal by default (seed 000): each resolved channel joins its digest.
   t.same(plan('social_activity', 'normal', [], { types: { social_activity: { email: true, push: true } } }), [
-    { channel: 'push', fate: 'send' },
-    { channel: 'in_app', fate: 'send' },
-    { channel: 'email', fate: 'send' },
+    { channel: 'push', fate: 'digest' },
+    { channel: 'in_app', fate: 'digest' },
+    { channel: 'email', fate: 'digest' },
   ]);
   t.same(
     plan('marketing', 'low', [], { types: { marketing: { push: false, email: false, in_app: false } } }),

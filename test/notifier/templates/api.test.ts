@@ -157,7 +157,12 @@ t.test('list: (name, version) order, cursor pages, name filter', async (t) => {
     cursor = r.body['next_cursor'] as string | undefined;
     pages++;
   } while (cursor && pages < 10);
-  t.same(ids, ['alpha_v1', 'order_shipped_v1', 'otp_v1', 'otp_v2', 'zeta_v1', 'zeta_v2', 'zeta_v10'], 'versions in numeric order');
+  // social_digest_v1 is the notifier's own (migration 128: the default catalogue's digest template).
+  t.same(
+    ids,
+    ['alpha_v1', 'order_shipped_v1', 'otp_v1', 'otp_v2', 'social_digest_v1', 'zeta_v1', 'zeta_v2', 'zeta_v10'],
+    'versions in numeric order',
+  );
   t.equal(pages, 4);
 
   const zeta = await call(srv.url, 'GET', `${BASE}?name=zeta`, srv.admin);
