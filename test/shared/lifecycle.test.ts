@@ -112,11 +112,20 @@ t.test('watchParent: an IPC channel that closes, or was closed before, means the
 
 t.test('watchParent without a channel: a change of ppid seen by the poll; init as parent is not watched', async (t) => {
   let ppid = 4242;
+  let reads = 0;
   const reasons: string[] = [];
-  const stop = watchParent({ channel: undefined, pollMs: 5, ppid: () => ppid, onGone: (r) => reasons.push(r) });
+  const stop = watchParent({
+    channel: undefined,
+    pollMs: 5,
+    ppid: () => {
+      reads++;
+      return ppid;
+    },
+    onGone: (r) => reasons.push(r),
+  });
   t.teardown(stop);
-  await new Promise((r) => setTimeout(r, 30));
-  t.same(reasons, [], 'nothing while the parent is there');
+  await until(() => reads >= 4);
+  t.same(reasons, [], 'nothing while the parent is there (after several polls)');
   ppid = 1; // re-parented to init
   await until(() => reasons.length > 0);
   t.same(reasons, ['the parent process (pid 4242) exited']);
@@ -131,7 +140,20 @@ t.test('watchParent without a channel: a change of ppid seen by the poll; init a
     },
     onGone: () => t.fail('init never goes away'),
   });
-  await new Promise((r) => setTimeout(r, 30));
+  // A watcher with the same period, as the yardstick: once it has polled four times, the one
+  // above would have polled too had it scheduled anything.
+  let yardstick = 0;
+  const other = watchParent({
+    channel: undefined,
+    pollMs: 5,
+    ppid: () => {
+      yardstick++;
+      return 4242;
+    },
+    onGone: () => undefined,
+  });
+  await until(() => yardstick >= 4);
+  other();
   none();
   t.equal(polled, 1, 'read once, then no poll: a process whose parent is init has nothing to watch');
 });
