@@ -21,6 +21,7 @@
  */
 import type { Logger } from '../log.js';
 import { importPinnedKey, type JwksDocument, type PinnedKey } from './keys.js';
+import { readBoundedJson } from './json-body.js';
 
 export interface KeySetOptions {
   jwksUrl?: URL;
@@ -220,29 +221,7 @@ export class KeySet {
       await res.body?.cancel();
       throw new Error(`JWKS endpoint answered ${res.status}`);
     }
-    const declared = Number(res.headers.get('content-length') ?? 0);
-    if (declared > MAX_JWKS_BYTES) {
-      await res.body?.cancel();
-      throw new Error(`JWKS document is larger than ${MAX_JWKS_BYTES} bytes`);
-    }
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    if (res.body) {
-      for await (const chunk of res.body) {
-        size += chunk.byteLength;
-        if (size > MAX_JWKS_BYTES) throw new Error(`JWKS document is larger than ${MAX_JWKS_BYTES} bytes`);
-        chunks.push(chunk);
-      }
-    }
-    let doc: unknown;
-    try {
-      doc = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch {
-      throw new Error('JWKS document is not valid JSON');
-    }
-    // A weak ETag is fine for If-None-Match (RFC 9110 §13.1.2 compares weakly); too long is ignored.
-    const etag = res.headers.get('etag') ?? undefined;
-    return { doc, etag: etag !== undefined && etag.length <= 256 ? etag : undefined };
+    return readBoundedJson(res, MAX_JWKS_BYTES, 'JWKS document');
   }
 
   /** Imports a JWKS document and replaces the set. False (set unchanged) when no key is usable. */

@@ -28,6 +28,7 @@
  *   because the list is unreachable would turn an identity outage into an edge outage.
  */
 import type { Logger } from '../log.js';
+import { readBoundedJson } from './json-body.js';
 
 /** A list larger than this is refused (identity publishes at most 100,000 entries, about 6 MB). */
 export const MAX_REVOCATION_LIST_BYTES = 16 * 1024 * 1024;
@@ -228,26 +229,6 @@ export class RevocationList {
       await res.body?.cancel();
       throw new Error(`revocation list endpoint answered ${res.status}`);
     }
-    if (Number(res.headers.get('content-length') ?? 0) > MAX_REVOCATION_LIST_BYTES) {
-      await res.body?.cancel();
-      throw new Error(`revocation list is larger than ${MAX_REVOCATION_LIST_BYTES} bytes`);
-    }
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    if (res.body) {
-      for await (const chunk of res.body) {
-        size += chunk.byteLength;
-        if (size > MAX_REVOCATION_LIST_BYTES) throw new Error(`revocation list is larger than ${MAX_REVOCATION_LIST_BYTES} bytes`);
-        chunks.push(chunk);
-      }
-    }
-    let doc: unknown;
-    try {
-      doc = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch {
-      throw new Error('revocation list is not valid JSON');
-    }
-    const etag = res.headers.get('etag') ?? undefined;
-    return { doc, etag: etag !== undefined && etag.length <= 256 ? etag : undefined };
+    return readBoundedJson(res, MAX_REVOCATION_LIST_BYTES, 'revocation list');
   }
 }
