@@ -504,7 +504,7 @@ async function main(): Promise<void> {
   const sandboxPort = await freePort();
   const smtpPort = await freePort();
   const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
-  const sandbox = spawnPinned('sandbox', process.execPath, [join(BUILD, 'dist/notifier/sandbox/main.js')], {
+  const sandbox = spawnPinned('sandbox', process.execPath, [join(BUILD, 'dist/sandbox/main.js')], {
     cpu: undefined,
     logFile: join(SCRATCH, 'sandbox.log'),
     env: {

@@ -41,7 +41,7 @@ import { parseArgs } from 'node:util';
 import { LRUCache } from 'lru-cache';
 import { Pool } from 'undici';
 import { PROJECT_ROOT } from '../shared/paths.js';
-import { ENV } from '../shared/env.js';
+import { ENV } from '../bin/env-catalogue.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { MemoryCounterStore } from '../limiter/admission/counter-store.memory.js';
 import { decide, newAdmission, type Bucket } from '../limiter/admission/decide.js';

@@ -22,10 +22,22 @@
  *     [--baseline DIR] [--abuse-rps 50000] [--rate 5000] [--warmup 2] [--rounds 1] [--tools autocannon,wrk]
  *     [--upstream uws|node] [--redis-url URL] [--no-pin] [--install] [--no-write] [--profile]
  *     [--uws-peer rjweb] [--heading "## …"]
+ *     [--workers N] [--server-cores LIST] [--load-cores LIST] [--upstream-cores LIST]
+ *
+ * `--workers N` (issue 26): the sidecar gets LIMITER_WORKERS=N (a variable the sidecar may not read
+ * yet: then it runs one event loop, and the table says what was asked, not what ran), nginx
+ * `worker_processes N`, the fastify gateway N node:cluster workers (FASTIFY_WORKERS). The core
+ * layout flags take `taskset -c` lists ("0", "2-5", "0,2") and replace the default plan of
+ * bench/lib/processes.ts `corePlan` for the role they name: the server under test, the load
+ * generator (wrk, and autocannon in the bench process), the upstream and Redis. So
+ * `--workers 4 --server-cores 0-3 --load-cores 4-5 --upstream-cores 6-7` runs unchanged on an
+ * eight-core machine. After the figures the script prints the issue's table (N cores | nginx
+ * admitted | sidecar in-process admitted | sidecar on one Redis, exact | approximate).
  *
  * `--baseline DIR`: DIR is a built checkout of another commit (e.g. `git worktree add /tmp/base
  * 1bc8205 && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -b)`); its
- * dist/limiter/main.js is measured admitting on each store, in the same run, as `baseline-*` rows.
+ * dist/limiter/main.js is measured admitting on each store, in the same run, as `baseline-*` rows
+ * (and at the fixed rate as `rate-baseline-*` when the latency scenario runs).
  *
  * `--uws-peer ALIAS` (issue 23): also measures the sidecar admitting and denying on each store with
  * another uWS build (bench/lib/uws-builds.ts: rjweb, uwebsockets, trufflesuite), installed under
@@ -48,7 +60,7 @@ import { join, relative, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { PROJECT_ROOT } from '../shared/paths.js';
-import { ENV } from '../shared/env.js';
+import { ENV } from '../bin/env-catalogue.js';
 import { enumJsonNames } from '../shared/proto-json.js';
 import { QuotaSchema } from '../proto/gen/quota/v1/quota_pb.js';
 import { hotLines, topSelfTime, type CpuProfile } from './lib/cpu-profile.js';
@@ -75,7 +87,18 @@ import {
   type DecisionBuckets,
   type DecisionLatency,
 } from './lib/decision-latency.js';
-import { machine, ratios, RESULTS_HEADING, table, warnings, writeResults, medians, type RatioContext, type Row } from './lib/report.js';
+import {
+  cpuUs,
+  machine,
+  ratios,
+  RESULTS_HEADING,
+  table,
+  warnings,
+  writeResults,
+  medians,
+  type RatioContext,
+  type Row,
+} from './lib/report.js';
 import { installUwsBuild, UWS_BUILDS, UWS_REDIRECT, type InstalledBuild, type UwsAlias } from './lib/uws-builds.js';
 import { installedBuild } from '../test/limiter/fixtures/uws-conformance.js';
 
@@ -104,6 +127,11 @@ const HELP = `node dist/bench/sidecar.js [options]
   --uws-peer ALIAS    also measure the sidecar admitting and denying with another uWS build
                       (${Object.keys(UWS_BUILDS).join(', ')}), installed under bench/.scratch/uws-builds/
   --heading TEXT      the bench/RESULTS.md section to write (default "${RESULTS_HEADING}")
+  --workers N         LIMITER_WORKERS=N for the sidecar (passed even where the build does not read it),
+                      worker_processes N for nginx, N cluster workers for the fastify gateway (default 1)
+  --server-cores L    taskset -c list for the server under test (default: bench/lib/processes.ts corePlan)
+  --load-cores L      taskset -c list for the load generator (wrk, and this process for autocannon)
+  --upstream-cores L  taskset -c list for the upstream and Redis
   --profile           run scenario (b) alone (or (c) with --scenario deny, the abuse workload with
                       --scenario abuse) with the sidecar under --cpu-prof, on the first store of
                       --store; print the top self time`;
@@ -128,6 +156,10 @@ const { values: argv } = parseArgs({
     profile: { type: 'boolean', default: false },
     'uws-peer': { type: 'string' },
     heading: { type: 'string', default: RESULTS_HEADING },
+    workers: { type: 'string', default: '1' },
+    'server-cores': { type: 'string' },
+    'load-cores': { type: 'string' },
+    'upstream-cores': { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
   strict: true,
@@ -165,6 +197,31 @@ const BASELINE = argv.baseline === undefined ? undefined : resolve(argv.baseline
 const UWS_PEER = argv['uws-peer'] as UwsAlias | undefined;
 if (UWS_PEER !== undefined && !(UWS_PEER in UWS_BUILDS)) usage(`--uws-peer must be one of ${Object.keys(UWS_BUILDS).join(', ')}`);
 if (!/^## \S/.test(argv.heading)) usage('--heading must start with "## "');
+const WORKERS = positive('workers', argv.workers);
+const CORE_LIST = /^\d+(-\d+)?(,\d+(-\d+)?)*$/;
+for (const f of ['server-cores', 'load-cores', 'upstream-cores'] as const) {
+  const v = argv[f];
+  if (v !== undefined && !CORE_LIST.test(v)) usage(`--${f} must be a taskset -c list such as 0, 2-5 or 0,2; got "${v}"`);
+}
+
+/** The default core plan with the roles the layout flags name replaced. */
+function layout(base: CorePlan): CorePlan {
+  const server = argv['server-cores'];
+  const load = argv['load-cores'];
+  const aux = argv['upstream-cores'];
+  if (server === undefined && load === undefined && aux === undefined) return base;
+  if (!which('taskset')) usage('the core layout flags need taskset (util-linux)');
+  const plan: CorePlan = {
+    server: server ?? base.server,
+    load: load ?? base.load,
+    aux: aux ?? base.aux,
+    description: '',
+  };
+  plan.description =
+    `taskset (--server-cores/--load-cores/--upstream-cores): the server under test on ${plan.server ?? 'any core'}; ` +
+    `the load generator (wrk, and autocannon in the bench process) on ${plan.load ?? 'any core'}; the upstream and Redis on ${plan.aux ?? 'any core'}`;
+  return plan;
+}
 
 const SCRATCH = join(PROJECT_ROOT, 'bench', '.scratch');
 const RESULTS = join(PROJECT_ROOT, 'bench', 'RESULTS.md');
@@ -316,6 +373,8 @@ async function startSidecar(
     SHUTDOWN_GRACE: '2s',
     // No identity in the bench: an address that refuses at once.
     JWKS_URL: 'http://127.0.0.1:1/none',
+    // Passed whether or not this build reads it (issue 26's worker threads): see --workers.
+    LIMITER_WORKERS: String(WORKERS),
     ...(store === 'redis' ? { REDIS_URL: redisUrl } : {}),
     ...(uws ? { UWS_BUILD_DIR: uws.dir } : {}),
   });
@@ -336,6 +395,51 @@ async function checkWiring(label: string, url: string, key: string, expect: 'adm
   }
   const ok = expect === 'admit' ? status === 200 : status === 429;
   if (!ok) throw new Error(`${label}: expected ${expect === 'admit' ? 200 : 429} from ${url}, got ${status}`);
+}
+
+// ── the issue's table (issue 26) ─────────────────────────────────────────────
+
+/** The number of cores a taskset -c list names ("0-3,6" → 5), or undefined for none. */
+function coreCount(list: string | undefined): number | undefined {
+  if (list === undefined) return undefined;
+  let n = 0;
+  for (const part of list.split(',')) {
+    const [a, b] = part.split('-').map(Number);
+    n += b === undefined ? 1 : b - a! + 1;
+  }
+  return n;
+}
+
+/**
+ * Issue 26's table for this run's --workers: admitted requests/s of nginx and of the sidecar on each
+ * store (its ratio to nginx, and both CPU µs per request: a load-generator-bound row is judged by
+ * those), from the wrk rows when there are any, else autocannon's.
+ */
+function coresTable(rows: readonly Row[], plan: CorePlan): string {
+  const tool = rows.some((r) => r.m.tool === 'wrk') ? 'wrk' : 'autocannon';
+  const get = (id: string): Measurement | undefined => rows.find((r) => r.id === id && r.m.tool === tool)?.m;
+  const nginx = get('nginx-admit');
+  const us = (m: Measurement): string => (Number.isFinite(cpuUs(m)) ? `${cpuUs(m).toFixed(1)} µs/req` : 'CPU n/a');
+  const cell = (m: Measurement | undefined, vsNginx: boolean): string => {
+    if (m === undefined) return '—';
+    const rps = Math.round(m.rps).toLocaleString('en');
+    const ratio = vsNginx && nginx ? `${(m.rps / nginx.rps).toFixed(2)}×, ` : '';
+    const cpu =
+      vsNginx && nginx && Number.isFinite(cpuUs(m)) && Number.isFinite(cpuUs(nginx))
+        ? `, ${(cpuUs(nginx) / cpuUs(m)).toFixed(2)}× by CPU`
+        : '';
+    return `${rps} (${ratio}${us(m)}${cpu})`;
+  };
+  const cores = coreCount(plan.server);
+  return [
+    `Issue 26's table (${tool}; admitted requests/s, and against nginx by requests/s and by CPU µs per request). ` +
+      `N = --workers ${WORKERS} (LIMITER_WORKERS, nginx worker_processes); server cores: ${plan.server ?? 'not pinned'}` +
+      `${cores !== undefined && cores !== WORKERS ? ` (${cores} cores for ${WORKERS} workers)` : ''}.`,
+    '',
+    '| N cores | nginx admitted | sidecar in-process admitted | sidecar on one Redis, exact | approximate |',
+    '|---:|---:|---:|---:|---:|',
+    `| ${WORKERS} | ${cell(nginx, false)} | ${cell(get('sidecar-memory-admit'), true)} | ${cell(get('sidecar-redis-admit'), true)} | ${cell(get('sidecar-redis-approx-admit'), true)} |`,
+  ].join('\n');
 }
 
 // ── the decision-latency histogram ───────────────────────────────────────────
@@ -393,6 +497,7 @@ async function measure(t: Target, tools: readonly Tool[], plan: CorePlan, rows: 
 const ORDER = [
   'direct',
   'bare-admit',
+  'bare-undici-admit',
   'sidecar-memory-admit',
   'uwspeer-memory-admit',
   'sidecar-redis-admit',
@@ -426,7 +531,7 @@ async function benchmark(): Promise<void> {
   const pre = prerequisites();
   const mach = machine(pre.nginx ? nginxVersion(pre.nginx) : undefined);
   const loadAtStart = loadavg();
-  const plan = corePlan(!argv['no-pin']);
+  const plan = layout(corePlan(!argv['no-pin']));
   pinProcess(process.pid, plan.load);
   const tools: Tool[] = [...(WANT_TOOLS.has('autocannon') ? (['autocannon'] as const) : []), ...(pre.wrk ? (['wrk'] as const) : [])];
   if (tools.length === 0) throw new Error('no load generator to run: --tools names none that is installed');
@@ -481,26 +586,31 @@ async function benchmark(): Promise<void> {
     }
 
     if (SCENARIOS.has('bare')) {
-      const port = await freePort();
-      const log = join(SCRATCH, 'bare-proxy.log');
-      const bare = spawnPinned('bare proxy', process.execPath, [BARE_MAIN, String(port), upstreamOrigin], {
-        cpu: plan.server,
-        logFile: log,
-      });
-      await waitForPort(bare, port, log);
-      await measure(
-        {
-          id: 'bare-admit',
-          label: 'floor: bare uWS + undici proxy, no decision',
-          url: `http://127.0.0.1:${port}${PATH}`,
-          key: ADMIT_KEY,
-          pid: bare.child.pid!,
-        },
-        tools,
-        plan,
-        rows,
-      );
-      await bare.stop();
+      // The floor is the runtime with the sidecar's own upstream client (h1); undici's row beside it
+      // says what that client is worth without the rest of the sidecar.
+      for (const client of ['h1', 'undici'] as const) {
+        const port = await freePort();
+        const log = join(SCRATCH, `bare-proxy-${client}.log`);
+        const bare = spawnPinned(`bare proxy (${client})`, process.execPath, [BARE_MAIN, String(port), upstreamOrigin, client], {
+          cpu: plan.server,
+          logFile: log,
+        });
+        await waitForPort(bare, port, log);
+        await measure(
+          {
+            id: client === 'h1' ? 'bare-admit' : 'bare-undici-admit',
+            label:
+              client === 'h1' ? "floor: bare uWS + h1 proxy (the sidecar's client), no decision" : 'bare uWS + undici proxy, no decision',
+            url: `http://127.0.0.1:${port}${PATH}`,
+            key: ADMIT_KEY,
+            pid: bare.child.pid!,
+          },
+          tools,
+          plan,
+          rows,
+        );
+        await bare.stop();
+      }
     }
 
     for (const store of STORES) {
@@ -634,12 +744,27 @@ async function benchmark(): Promise<void> {
           plan,
           rows,
         );
+        // The baseline at the fixed rate too: before/after of the added p99 in the same run.
+        if (SCENARIOS.has('latency'))
+          await measure(
+            {
+              id: `rate-baseline-${store}`,
+              label: `latency @ ${rateLabel}: baseline build, ${store} store`,
+              url,
+              key: ADMIT_KEY,
+              pid: sc.process.child.pid!,
+              rate: RATE,
+            },
+            tools,
+            plan,
+            rows,
+          );
         await sc.process.stop('SIGTERM', 10_000);
       }
     }
 
     if (pre.nginx) {
-      const ports = { admit: await freePort(), deny: await freePort(), upstream: upstream.port };
+      const ports = { admit: await freePort(), deny: await freePort(), upstream: upstream.port, workers: WORKERS };
       const ng = await startNginx(pre.nginx, SCRATCH, ports, plan.server);
       const admit = `http://127.0.0.1:${ports.admit}${PATH}`;
       const deny = `http://127.0.0.1:${ports.deny}${PATH}`;
@@ -675,7 +800,11 @@ async function benchmark(): Promise<void> {
         const log = join(SCRATCH, `fastify-${store}.log`);
         const args = [FASTIFY_MAIN, upstreamOrigin, String(ports.admit), String(ports.deny), String(ports.abuse), String(ABUSE_TOKEN_MS)];
         if (store === 'redis') args.push(redisUrl!);
-        const fy = spawnPinned(`fastify (${store})`, process.execPath, args, { cpu: plan.server, logFile: log });
+        const fy = spawnPinned(`fastify (${store})`, process.execPath, args, {
+          cpu: plan.server,
+          logFile: log,
+          env: { ...process.env, FASTIFY_WORKERS: String(WORKERS) },
+        });
         for (const p of Object.values(ports)) await waitForPort(fy, p, log);
         const at = (port: number): string => `http://127.0.0.1:${port}${PATH}`;
         await checkWiring(`fastify (${store})`, at(ports.admit), ADMIT_KEY, 'admit');
@@ -725,7 +854,9 @@ async function benchmark(): Promise<void> {
   };
   const rat = ratios(medianRows, ctx);
   const warn = warnings(medianRows, RATE);
+  const cores = coresTable(medianRows, plan);
   console.log(`\n${tbl}\n`);
+  console.log(`${cores}\n`);
   if (rat) console.log(`${rat}\n`);
   for (const w of warn) console.log(`warning: ${w}`);
 
@@ -764,7 +895,8 @@ async function benchmark(): Promise<void> {
         `${ABUSE_RPS.toLocaleString('en')} req/s each key is offered ${ABUSE_MULTIPLE}× its limit and about ${100 - 100 / ABUSE_MULTIPLE}% of requests are ` +
         `refused, while every key keeps coming back as its tokens come due. The issue's "10× a limit of 10/s" is scaled to the rate ` +
         `this machine can offer (\`--abuse-rps\`); the non-2xx share in the table says how close a run came to ${ABUSE_MULTIPLE}×.`,
-      `- Floor: bench/peers/bare-proxy.ts, uWS + undici \`dispatch\` as the sidecar uses them, forwarding the same header set ` +
+      `- Floor: bench/peers/bare-proxy.ts, uWS + the sidecar's own upstream client (limiter/upstream/h1-pool.ts, UPSTREAM_CLIENT=h1) driven as the sidecar drives it ` +
+        `(the \`bare uWS + undici\` row: the same with undici's Pool), forwarding the same header set ` +
         `(client headers minus hop-by-hop, X-Subject, X-Subject-Role, X-Subject-Address, X-Forwarded-For/-Host/-Proto/-Port, Forwarded; the rate-limit ` +
         `response headers as constant strings), no decision, no hashing, no canonical path.`,
       ...(uwsPeer
@@ -779,7 +911,9 @@ async function benchmark(): Promise<void> {
             `- Baseline: \`${relative(PROJECT_ROOT, BASELINE) || BASELINE}\` at ${baselineCommit}, its dist/limiter/main.js with the same settings and snapshot (less the approximate key).`,
           ]
         : []),
-      `- Peers: nginx, \`worker_processes 1\`, \`limit_req\` keyed on \`$http_x_api_key\` (admitting: rate 10⁸ r/s, burst 10⁸ nodelay; ` +
+      `- Workers: --workers ${WORKERS}: LIMITER_WORKERS=${WORKERS} in the sidecar's environment (passed whether or not this build reads it; ` +
+        `a build without worker threads runs one event loop), nginx \`worker_processes ${WORKERS}\`, the fastify gateway ${WORKERS === 1 ? 'one process' : `${WORKERS} node:cluster workers`}.`,
+      `- Peers: nginx, \`worker_processes ${WORKERS}\`, \`limit_req\` keyed on \`$http_x_api_key\` (admitting: rate 10⁸ r/s, burst 10⁸ nodelay; ` +
         `denying: 1 r/m, burst 1 nodelay; \`limit_req_status 429\`), \`proxy_pass\` to the same upstream over keep-alive ` +
         `connections (HTTP/1.1, \`keepalive 128\`), X-Forwarded-For/-Proto set, access log off. The fastify gateway ` +
         `(bench/peers/fastify-gateway.ts): fastify 5, @fastify/rate-limit keyed on X-API-Key (in process, or on the same Redis through ioredis), ` +
@@ -796,6 +930,7 @@ async function benchmark(): Promise<void> {
     ].join('\n'),
     '### Figures',
     tbl,
+    cores,
     ...(rat ? [rat] : []),
     ...(warn.length > 0 ? [warn.map((w) => `- warning: ${w}`).join('\n')] : []),
   ].join('\n\n');
@@ -807,7 +942,7 @@ async function benchmark(): Promise<void> {
 
 async function profile(): Promise<void> {
   prerequisites();
-  const plan = corePlan(!argv['no-pin']);
+  const plan = layout(corePlan(!argv['no-pin']));
   pinProcess(process.pid, plan.load);
   const store = STORES[0]!;
   const quotaFile = writeQuotaFile('quotas.json', undefined);

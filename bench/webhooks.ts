@@ -29,7 +29,7 @@ import { createLogger } from '../shared/log.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { startNotifier } from '../notifier/app.js';
 import { notifierConfig } from '../notifier/config.js';
-import { SANDBOX_TOPIC_ARN, startSandbox } from '../notifier/sandbox/app.js';
+import { SANDBOX_TOPIC_ARN, startSandbox } from '../sandbox/app.js';
 import { replaceSection } from './lib/report.js';
 
 const { values: argv } = parseArgs({

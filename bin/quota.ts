@@ -12,7 +12,8 @@
  * `--key` takes a raw API key and sends only its hash (`key:<sha256 hex>`); the key itself never
  * leaves this process. `--rate 0 --plan pro` makes a plan reference. `--algorithm` defaults to
  * token_bucket and `--burst` to the rate. Reads CONTROL_PLANE_GRPC_URL (default 127.0.0.1:50051)
- * and ADMIN_TOKEN from the environment.
+ * and ADMIN_TOKEN from the environment; an unset ADMIN_TOKEN is read from `npm start`'s
+ * `<DATA_DIR>/secrets.env`.
  *
  * Exit status: 0 done (a put whose sidecars lag still succeeded: they are listed, and a warning
  * goes to stderr); 1 the call failed (one line on stderr, e.g. `quota: NOT_FOUND: no quota for
@@ -37,8 +38,8 @@ import {
   type PutRequest,
   type Quota,
 } from '../proto/gen/quota/v1/quota_pb.js';
-import { duration, loadConfig } from '../shared/config.js';
-import { parseCommandLine, runCli, UsageError } from './cli.js';
+import { duration } from '../shared/config.js';
+import { loadCliConfig, parseCommandLine, runCli, UsageError } from './cli.js';
 import { quotaCliConfig } from './config.js';
 import { GRPC_ERROR_FIELD_KEY, grpcClientConstructor, unaryCall, type GrpcClient } from '../shared/grpc.js';
 import { enumFromJson, enumJsonNames, enumToJson, toJson } from '../shared/proto-json.js';
@@ -52,7 +53,7 @@ const USAGE = `usage: npm run quota -- <put|get|delete|list> [flags]
   get     (--key K | --subject S) [--json]
   delete  (--key K | --subject S) [--ack-timeout D]
   list    [--page-size N] [--json]
-environment: CONTROL_PLANE_GRPC_URL (default 127.0.0.1:50051), ADMIN_TOKEN`;
+environment: CONTROL_PLANE_GRPC_URL (default 127.0.0.1:50051), ADMIN_TOKEN (unset: from .data/secrets.env)`;
 
 const OPTIONS = {
   key: { type: 'string' },
@@ -90,7 +91,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === undefined) throw new UsageError('a command is required: put, get, delete or list');
   if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`);
 
-  const config = loadConfig(quotaCliConfig);
+  const config = loadCliConfig(quotaCliConfig);
   controlPlaneUrl = config.CONTROL_PLANE_GRPC_URL;
   const metadata = new grpc.Metadata();
   if (config.ADMIN_TOKEN) metadata.set('authorization', `Bearer ${config.ADMIN_TOKEN}`);

@@ -1,7 +1,13 @@
 /**
  * `npm start`: the whole platform on one machine. Starts an embedded PostgreSQL when DATABASE_URL
- * is unset (data under .data/, kept across restarts), then each service as its own process under
- * the supervisor, waits until every one answers /readyz, and prints the URLs.
+ * is unset (data under DATA_DIR, `.data/`, kept across restarts), then each service as its own
+ * process under the supervisor, waits until every one answers /readyz, and prints the URLs.
+ *
+ * Secrets nobody configured (the admin tokens, the service and tracking secrets) are generated once
+ * into DATA_DIR/secrets.env and reused on every restart (shared/secrets-file.ts), where the CLIs
+ * read them. Moved ports move the addresses the services find each other at (IDENTITY_URL,
+ * NOTIFIER_URL, the sandbox's), so a second platform runs beside a first with its own port
+ * variables and DATA_DIR (as the README test does).
  *
  * Stopping: SIGINT, SIGTERM or SIGHUP (to this process, to npm, which forwards it here since the
  * script `exec`s node, or to the whole process group) stops the services, then the database,
@@ -11,19 +17,20 @@
  * by SIGKILL (their IPC channel to the supervisor closes); only the database would survive that,
  * and the next start names it (see shared/postmaster-lock.ts).
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { join, relative } from 'node:path';
 import { loadConfig } from '../shared/config.js';
 import { startConfig } from './config.js';
 import { createLogger } from '../shared/log.js';
 import { describeStartupError, EXIT_CONFIG, watchParent } from '../shared/lifecycle.js';
 import { isCodedError } from '../shared/errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
+import { dataDirPath, ensureSecrets, secretsPath } from '../shared/secrets-file.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/embedded-postgres.js';
 import { Supervisor } from './supervisor.js';
 import { shipTemplates } from '../identity/notify/templates.js';
 import { ensureConsoleClient } from '../console/registration.js';
-import { SANDBOX_TOPIC_ARN } from '../notifier/sandbox/sns.js';
+import { SANDBOX_TOPIC_ARN } from '../sandbox/sns.js';
 
 const spec = startConfig;
 
@@ -55,7 +62,7 @@ async function main(): Promise<void> {
       urls: { notifier: `http://${host}:${config.NOTIFIER_PORT}` },
     },
     sandbox: {
-      script: 'dist/notifier/sandbox/main.js',
+      script: 'dist/sandbox/main.js',
       ready: `http://${host}:${config.SANDBOX_PORT}/readyz`,
       urls: { 'sandbox providers': `http://${host}:${config.SANDBOX_PORT}` },
     },
@@ -94,11 +101,24 @@ async function main(): Promise<void> {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(0));
   watchParent({ pollMs: 1000, onGone: (reason) => void stop(0, reason) });
 
+  // The secrets this platform runs with when the environment names none: generated once into the
+  // data directory (mode 0600), reused on every restart, printed only when created. The CLIs read
+  // the same file (shared/secrets-file.ts). A variable set in the environment wins.
+  const secretsFile = secretsPath(config.DATA_DIR);
+  const wanted: Record<string, number> = {};
+  if (config.ADMIN_TOKEN === undefined) wanted.ADMIN_TOKEN = 24;
+  if (config.IDENTITY_ADMIN_TOKEN === undefined) wanted.IDENTITY_ADMIN_TOKEN = 32;
+  if (config.SERVICE_SECRET === undefined) wanted.SERVICE_SECRET = 24;
+  if (config.NOTIFIER_TRACKING_SECRET === undefined) wanted.NOTIFIER_TRACKING_SECRET = 24;
+  const secrets = ensureSecrets(secretsFile, wanted);
+  const shownPath = relative(process.cwd(), secretsFile).startsWith('..') ? secretsFile : relative(process.cwd(), secretsFile);
+
   let pg: EmbeddedPostgres | undefined;
   let databaseUrl = config.DATABASE_URL;
   if (!databaseUrl) {
     say('starting embedded PostgreSQL…');
-    pgStarting = startEmbeddedPostgres({ dataDir: resolve(PROJECT_ROOT, config.EMBEDDED_PG_DIR), port: config.EMBEDDED_PG_PORT, log });
+    const pgDir = dataDirPath(config.EMBEDDED_PG_DIR ?? join(config.DATA_DIR, 'postgres'));
+    pgStarting = startEmbeddedPostgres({ dataDir: pgDir, port: config.EMBEDDED_PG_PORT, log });
     pg = await pgStarting;
     if (stopping || !pg) return; // stop() stops it
     databaseUrl = pg.url;
@@ -112,21 +132,34 @@ async function main(): Promise<void> {
 
   // The sidecar follows the control plane when both run here (unless told otherwise).
   const limiterEnv: Record<string, string> = {};
-  // An admin token for this run when none is configured, so the quota CLI and the internal HTTP API
-  // work out of the box; printed below. Set ADMIN_TOKEN to choose your own.
-  const adminToken = config.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
-  const generatedToken = config.ADMIN_TOKEN === undefined;
-  // The sidecar vouches for callers upstream with X-Subject and this shared secret; the notifier
-  // and identity trust X-Subject only with it. One per run unless configured.
-  const serviceSecret = config.SERVICE_SECRET ?? randomBytes(24).toString('base64url');
-  const trackingSecret = config.NOTIFIER_TRACKING_SECRET ?? randomBytes(24).toString('base64url');
-  // identity's admin token registers the console's OAuth client below (and serves `npm run keys`).
-  const identityAdminToken = config.IDENTITY_ADMIN_TOKEN ?? randomBytes(32).toString('base64url');
-  const generatedIdentityToken = config.IDENTITY_ADMIN_TOKEN === undefined;
+  // The admin token serves the quota CLI and the internal HTTP API. The sidecar vouches for callers
+  // upstream with X-Subject and the service secret; the notifier and identity trust X-Subject only
+  // with it. identity's admin token registers the console's OAuth client below (and serves `npm run keys`).
+  const adminToken = config.ADMIN_TOKEN ?? secrets.values.ADMIN_TOKEN!;
+  const serviceSecret = config.SERVICE_SECRET ?? secrets.values.SERVICE_SECRET!;
+  const trackingSecret = config.NOTIFIER_TRACKING_SECRET ?? secrets.values.NOTIFIER_TRACKING_SECRET!;
+  const identityAdminToken = config.IDENTITY_ADMIN_TOKEN ?? secrets.values.IDENTITY_ADMIN_TOKEN!;
   if (names.includes('control-plane') && !config.LIMITER_CONTROL_PLANE_URL && !config.LIMITER_QUOTA_FILE) {
     limiterEnv.LIMITER_CONTROL_PLANE_URL = `${host}:${config.CONTROL_PLANE_GRPC_PORT}`;
   }
+  // Where the services find each other, from the ports this run uses: moved ports (LIMITER_PORT=…,
+  // as the README test does to stay clear of a running platform) must move every address that
+  // defaults to them. An address the environment names is left to the child, which reads it.
+  const wiring: Record<string, string> = {};
+  const unlessSet = (name: string, value: string): void => {
+    if (process.env[name] === undefined) wiring[name] = value;
+  };
+  if (names.includes('identity')) unlessSet('IDENTITY_URL', `http://${host}:${config.IDENTITY_PORT}`);
+  if (names.includes('notifier')) unlessSet('NOTIFIER_URL', `http://${host}:${config.NOTIFIER_PORT}`);
+  // The console's overview scrapes the sidecar's admin port, wherever this run put it.
+  if (names.includes('limiter')) unlessSet('CONSOLE_SIDECAR_METRICS_URL', `http://${host}:${config.LIMITER_ADMIN_PORT}/metrics`);
+  if (names.includes('sandbox')) {
+    unlessSet('FCM_URL', `http://${host}:${config.SANDBOX_PORT}`);
+    unlessSet('SMS_URL', `http://${host}:${config.SANDBOX_PORT}`);
+    unlessSet('SMTP_URL', `smtp://${host}:${config.SANDBOX_SMTP_PORT ?? config.SANDBOX_PORT + 1}`);
+  }
   const spawnEnv = (name: Name): Record<string, string> => ({
+    ...wiring,
     DATABASE_URL: databaseUrl,
     SERVICE_SECRET: serviceSecret,
     ...(name === 'limiter' ? limiterEnv : {}),
@@ -168,7 +201,7 @@ async function main(): Promise<void> {
     supervisor.add({
       name,
       command: process.execPath,
-      args: ['--enable-source-maps', resolve(PROJECT_ROOT, catalogue[name].script)],
+      args: ['--enable-source-maps', join(PROJECT_ROOT, catalogue[name].script)],
       env: { ...spawnEnv(name), ...extra },
     });
   // The console starts last: its OAuth client is registered at identity first (below).
@@ -238,12 +271,14 @@ async function main(): Promise<void> {
   say('\nthe platform is ready:');
   for (const n of names) for (const [what, url] of Object.entries(catalogue[n].urls)) say(`  ${what.padEnd(30)} ${url}`);
   if (pg) say(`  ${'embedded PostgreSQL'.padEnd(30)} ${pg.url.replace(/\/\/([^:]+):[^@]*@/, '//$1:***@')}`);
-  if (names.includes('control-plane')) {
-    say(`  ${'control plane gRPC'.padEnd(30)} ${host}:${config.CONTROL_PLANE_GRPC_PORT}`);
-    if (generatedToken) say(`\nadmin token for this run (quota CLI, /internal API): export ADMIN_TOKEN=${adminToken}`);
+  if (names.includes('control-plane')) say(`  ${'control plane gRPC'.padEnd(30)} ${host}:${config.CONTROL_PLANE_GRPC_PORT}`);
+  if (secrets.created.length > 0) {
+    // Printed this once; afterwards the file is where they are.
+    say(`\ngenerated secrets, kept in ${shownPath} (mode 0600) and read from there by npm run quota, keys:`);
+    for (const name of secrets.created) say(`  ${name}=${secrets.values[name]}`);
+  } else if (Object.keys(secrets.values).length > 0) {
+    say(`\nsecrets: ${shownPath} (${Object.keys(secrets.values).join(', ')})`);
   }
-  if (names.includes('identity') && generatedIdentityToken)
-    say(`identity admin token for this run (npm run keys, /auth/admin): export IDENTITY_ADMIN_TOKEN=${identityAdminToken}`);
   say('\nCtrl-C stops everything.');
 }
 

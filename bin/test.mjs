@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm test`: type-check, lint, format check, then the tap suite, ending with the line
+ * `npm test`: type-check and format check, then the tap suite (the lint beside its pure tier), ending with the line
  * `N passed, N failed`.
  *
  * Tiers. A test file whose FIRST line is exactly `// @tier: pure` needs none of the run's servers;
@@ -15,14 +15,23 @@
  * set, else an embedded PostgreSQL and a spawned redis-server; plus a 3-node Redis Cluster. Their
  * addresses reach every server-tier test process through the environment.
  *
+ * Alone. A file marked `// @alone` (first line, or second after the pure marker: a test that loads
+ * the CPU on purpose) runs after all the others, one file at a time (tap --jobs=1), in the tier
+ * `alone`: with the servers when it is not pure.
+ *
+ * Timing. The run ends with a table (also in .tap/timing.txt, and every file in .tap/timing.json):
+ * the wall time of each step and tier, per tier the number of test files and of assertions, and
+ * its slowest files with their time and assertions; then the `N passed, N failed` line. `.ci/run`
+ * runs `npm test`, so every CI log shows it.
+ *
  * Arguments: files and folders select test files (a folder: its `*.test.ts`, recursively; none:
  * all of test/); anything else is passed to tap. `npm test -- test/limiter` runs one folder,
  * `npm test -- test/shared/http.test.ts` one file (pure: no server starts).
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, createWriteStream } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, createWriteStream, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = resolve(fileURLToPath(import.meta.url), '../..');
 process.chdir(root);
@@ -31,64 +40,148 @@ const bin = (name) => resolve(root, 'node_modules/.bin', name);
 let passed = 0;
 let failed = 0;
 let exitCode = 0;
+const started = performance.now();
+/** Wall time of each step and tier, in order: `{name, ms}`. */
+const phases = [];
+/** Per tier: `{tier, ms, files: [{file, ms, assertions, ok}], assertions}`. */
+const tierRuns = [];
 const finish = (code) => {
+  printTiming();
   console.log(`\n${passed} passed, ${failed} failed`);
   process.exit(code ?? (failed > 0 ? 1 : 0));
 };
 
-function step(name, cmd, args) {
-  process.stdout.write(`# ${name}\n`);
-  const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root });
-  if (r.status === 0) {
+/**
+ * Runs one check as a child process, its output (stdout and stderr, in arrival order) kept to be
+ * printed after it, so that checks running side by side do not interleave their lines.
+ */
+function check(name, cmd, args) {
+  const t0 = performance.now();
+  return new Promise((res) => {
+    const chunks = [];
+    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (c) => chunks.push(c));
+    child.stderr.on('data', (c) => chunks.push(c));
+    child.on('error', (err) => chunks.push(Buffer.from(`${err.message}\n`)));
+    child.on('close', (code, signal) => res({ name, code, signal, out: Buffer.concat(chunks), ms: performance.now() - t0 }));
+  });
+}
+
+// A type error or a format error fails the run before any test starts: there is no point testing
+// code that does not compile, and the summary line still tells CI what happened. A lint error fails
+// the run too, but the tests do not wait for eslint: type-aware linting is the longest check (about
+// 50 s of one core from a clean clone), and once tsc and prettier are done it would run alone on
+// one of the two cores. It goes on beside the pure tier instead, and is joined (its output
+// printed, its result counted) before the servers tier; a lint error ends the run there, failed.
+// The checks start side by side (each is one thread, and none reads what another writes: eslint
+// type-checks from the sources, not from dist/). eslint and prettier keep a cache under .tap/
+// (ignored by git): a second run re-reads only the files that changed, which is what makes
+// `npm test -- one/file.test.ts` quick while working. CI starts from a clean clone, so it always
+// lints everything.
+const checksStarted = performance.now();
+const linting = check('lint (eslint)', bin('eslint'), ['--cache', '--cache-location', '.tap/eslint-cache', '.']);
+/** Prints a check's output and counts its result; false when it failed. */
+function report(r) {
+  process.stdout.write(`# ${r.name}\n`);
+  process.stdout.write(r.out);
+  phases.push({ name: r.name, ms: r.ms });
+  if (r.code === 0) {
     passed += 1;
     return true;
   }
   failed += 1;
-  console.log(`not ok - ${name} (exit ${r.status ?? r.signal})`);
+  console.log(`not ok - ${r.name} (exit ${r.code ?? r.signal})`);
   return false;
 }
-
-// A type error or lint error fails the run before any test starts: there is no point testing code
-// that does not compile, and the summary line still tells CI what happened.
-if (!step('type-check (tsc -b)', bin('tsc'), ['-b'])) finish(1);
-if (!step('lint (eslint)', bin('eslint'), ['.'])) finish(1);
-if (!step('format (prettier --check)', bin('prettier'), ['--check', '--log-level', 'warn', '.'])) finish(1);
+/** Waits for the lint, reports it; false on a lint error. */
+async function joinLint() {
+  const t0 = performance.now();
+  const ok = report(await linting);
+  phases.push({ name: 'then waited for lint', ms: performance.now() - t0 });
+  return ok;
+}
+{
+  const results = await Promise.all([
+    check('type-check (tsc -b)', bin('tsc'), ['-b']),
+    check('format (prettier --check)', bin('prettier'), [
+      '--check',
+      '--cache',
+      '--cache-location',
+      '.tap/prettier-cache',
+      '--log-level',
+      'warn',
+      '.',
+    ]),
+  ]);
+  let ok = true;
+  for (const r of results) ok = report(r) && ok;
+  phases.push({ name: 'type-check and format side by side (lint beside them)', ms: performance.now() - checksStarted });
+  if (!ok) {
+    await joinLint();
+    finish(1);
+  }
+}
 
 const tiers = await import(resolve(root, 'dist/test/harness/tiers.js'));
 const { options, files } = tiers.selectTests(process.argv.slice(2));
-const { pure, servers: serverFiles } = tiers.splitByTier(files);
-console.log(`# ${pure.length} pure test files, ${serverFiles.length} needing servers`);
+const { pure, servers: serverFiles, alone } = tiers.splitByTier(files);
+const aloneCount = alone.pure.length + alone.servers.length;
+console.log(`# ${pure.length} pure test files, ${serverFiles.length} needing servers, ${aloneCount} alone (last, one at a time)`);
 
 mkdirSync(resolve(root, '.tap'), { recursive: true });
 const raw = createWriteStream(resolve(root, '.tap/last-run.tap'));
 const baseEnv = { ...process.env, NODE_ENV: 'test', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' };
 
-if (pure.length > 0) {
-  process.stdout.write('# tier: pure (no servers)\n');
-  await runTap(pure, tiers.pureEnv(baseEnv));
+// The servers start while the pure tier runs (its processes never see their addresses): their
+// start is mostly waiting on initdb and on the cluster's nodes, time the pure files can use.
+let serversStarting;
+if (serverFiles.length > 0 || alone.servers.length > 0) {
+  const { setupGlobal } = await import(resolve(root, 'dist/test/harness/global.js'));
+  const t0 = performance.now();
+  serversStarting = setupGlobal().then(
+    (servers) => {
+      phases.push({ name: 'servers start (beside the pure tier)', ms: performance.now() - t0 });
+      return { servers };
+    },
+    (err) => ({ err }),
+  );
+  // Ctrl-C: the servers share our process group and get the signal too; remove their temp dirs.
+  for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.on(sig, () => {
+      serversStarting
+        .then(({ servers }) => servers?.teardown())
+        .catch(() => undefined)
+        .finally(() => process.exit(130));
+    });
+  }
 }
 
-if (serverFiles.length > 0) {
-  const { setupGlobal } = await import(resolve(root, 'dist/test/harness/global.js'));
-  let servers;
-  try {
-    servers = await setupGlobal();
-  } catch (err) {
+if (pure.length > 0) {
+  process.stdout.write('# tier: pure (no servers)\n');
+  await runTap('pure', pure, tiers.pureEnv(baseEnv));
+}
+if (!(await joinLint())) {
+  // A lint error: no further tier runs.
+  raw.end();
+  await serversStarting?.then(({ servers }) => servers?.teardown()).catch(() => undefined);
+  finish(1);
+}
+
+if (serversStarting) {
+  const { servers, err } = await serversStarting;
+  if (err !== undefined) {
     console.log(`not ok - test servers could not start: ${err instanceof Error ? err.message : String(err)}`);
     failed += 1;
     raw.end();
     finish(1);
   }
-  // Ctrl-C: the servers share our process group and get the signal too; remove their temp dirs.
-  for (const sig of ['SIGINT', 'SIGTERM']) {
-    process.on(sig, () => {
-      servers.teardown().finally(() => process.exit(130));
-    });
+  if (serverFiles.length > 0) {
+    process.stdout.write('# tier: servers\n');
+    await runTap('servers', serverFiles, { ...baseEnv, ...servers.env });
   }
-  process.stdout.write('# tier: servers\n');
-  await runTap(serverFiles, { ...baseEnv, ...servers.env });
+  await runAlone({ ...baseEnv, ...servers.env });
   await servers.teardown().catch((err) => console.log(`# teardown: ${err instanceof Error ? err.message : String(err)}`));
-}
+} else await runAlone(null);
 raw.end();
 if (files.length === 0) {
   console.log('not ok - no test files selected');
@@ -96,15 +189,55 @@ if (files.length === 0) {
 }
 
 /**
+ * The alone tier: its pure files without the servers' addresses, then (given `serverEnv`, the
+ * servers being up) the others with them; each pass one file at a time.
+ */
+async function runAlone(serverEnv) {
+  if (aloneCount === 0) return;
+  process.stdout.write('# tier: alone (one file at a time)\n');
+  const t0 = performance.now();
+  const runs = [];
+  if (alone.pure.length > 0) runs.push(await runTap('alone', alone.pure, tiers.pureEnv(baseEnv), ['--jobs=1'], false));
+  if (alone.servers.length > 0 && serverEnv) runs.push(await runTap('alone', alone.servers, serverEnv, ['--jobs=1'], false));
+  const merged = {
+    tier: 'alone',
+    ms: performance.now() - t0,
+    files: runs.flatMap((r) => r.files),
+    assertions: runs.reduce((n, r) => n + r.assertions, 0),
+  };
+  tierRuns.push(merged);
+  phases.push({ name: 'tier alone', ms: merged.ms });
+}
+
+/**
  * Runs tap over `testFiles` with `env`, prints file-level and test-level lines and every failure
  * with its diagnostics (the full TAP stream goes to .tap/last-run.tap), and adds the pass's
- * results to the totals.
+ * results to the totals. Returns the pass's timing (each file's time and assertions, read from
+ * the stream: a file's `ok N - <file> # time=…ms` line at depth 0, its assertions the `ok` lines
+ * inside it that close no subtest), which it also records unless `record` is false.
  */
-async function runTap(testFiles, env) {
-  const tap = spawn(bin('tap'), ['-R', 'tap', ...options, ...testFiles], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
+async function runTap(tier, testFiles, env, extra = [], record = true) {
+  const t0 = performance.now();
+  // Our TypeScript is loaded from what tsc -b just wrote to dist/ (bin/test-loader.mjs), not
+  // transpiled again by ts-node in every test process; and ts-node is not even started there
+  // (TAP_TYPE_STRIP_ONLY=1 in the test processes' environment makes tap's typescript plugin skip
+  // it): starting it cost each test process ~1.3 s of CPU. The loader transpiles what has no
+  // current output in dist/; TEST_DIST_CURRENT tells it that the type-check above wrote dist/.
+  const loader = `--node-arg=--import=${pathToFileURL(resolve(root, 'bin/test-loader.mjs')).href}`;
+  const noTsNode = ['--test-env=TAP_TYPE_STRIP_ONLY=1', '--test-env=TEST_DIST_CURRENT=1'];
+  // The tier's own options (the alone tier's --jobs=1) after the user's, so that they win.
+  const tap = spawn(bin('tap'), ['-R', 'tap', loader, ...noTsNode, ...options, ...extra, ...testFiles], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let buf = '';
   let inFailure = -1;
   let summary = null;
+  const timing = { tier, ms: 0, files: [], assertions: 0 };
+  /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
+  const open = new Map();
+  let assertions = 0;
   tap.stdout.on('data', (chunk) => {
     raw.write(chunk);
     buf += chunk.toString();
@@ -114,6 +247,18 @@ async function runTap(testFiles, env) {
       buf = buf.slice(nl + 1);
       const depth = line.length - line.trimStart().length;
       const body = line.trimStart();
+      if (body.startsWith('# Subtest')) {
+        open.set(depth, (open.get(depth) ?? 0) + 1);
+        if (depth === 0) assertions = 0;
+      } else if (/^(not )?ok \d+/.test(body)) {
+        const closes = (open.get(depth) ?? 0) > 0;
+        if (closes) open.set(depth, open.get(depth) - 1);
+        if (depth === 0) {
+          const f = /^(not )?ok \d+ - (.+?)(?: # time=([\d.]+)ms)?(?: #.*)?$/.exec(body);
+          timing.files.push({ file: f?.[2] ?? body, ms: Number(f?.[3] ?? 0), testMs: Number(f?.[3] ?? 0), assertions, ok: !f?.[1] });
+          assertions = 0;
+        } else if (!closes) assertions += 1;
+      }
       const m = /^# \{ total: (\d+), pass: (\d+)/.exec(line);
       if (m) {
         // Skipped and todo tests are neither passes nor failures.
@@ -130,6 +275,17 @@ async function runTap(testFiles, env) {
     }
   });
   const code = await new Promise((res) => tap.on('close', (c) => res(c ?? 1)));
+  timing.ms = performance.now() - t0;
+  // tap's `time=` is the test's own time, from inside the process: it leaves out the process's
+  // start and the loading of what it imports, which for a short file is most of its cost. tap's
+  // processinfo (rewritten by each tap run) has each test process's whole runtime.
+  const runtimes = processRuntimes();
+  for (const f of timing.files) f.ms = runtimes.get(f.file) ?? f.ms;
+  timing.assertions = summary?.total ?? timing.files.reduce((n, f) => n + f.assertions, 0);
+  if (record) {
+    tierRuns.push(timing);
+    phases.push({ name: `tier ${tier}`, ms: timing.ms });
+  }
   if (summary) {
     passed += summary.pass;
     failed += summary.total - summary.pass - summary.notRun;
@@ -137,5 +293,60 @@ async function runTap(testFiles, env) {
   }
   if (code !== 0 && (!summary || summary.total === summary.pass + summary.notRun)) failed += 1; // tap failed outside any test
   if (code !== 0) exitCode = 1;
+  return timing;
+}
+
+/** Each test file's process runtime (ms, spawn to exit) from tap's .tap/processinfo of its last run. */
+function processRuntimes() {
+  const out = new Map();
+  const dir = resolve(root, '.tap/processinfo');
+  let names = [];
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith('.json'));
+  } catch {
+    return out;
+  }
+  for (const n of names) {
+    try {
+      const info = JSON.parse(readFileSync(resolve(dir, n), 'utf8'));
+      if (info.externalID && info.parent === null && typeof info.runtime === 'number') out.set(info.externalID, info.runtime);
+    } catch {
+      // a file being written or unreadable: that file keeps tap's own time
+    }
+  }
+  return out;
+}
+
+/**
+ * The timing table: where the run's time went. Printed before the summary line (so that line
+ * stays last), and kept in .tap/timing.txt; every file's figures in .tap/timing.json.
+ */
+function printTiming() {
+  const TOP = 25;
+  const s = (ms) => (ms / 1000).toFixed(1).padStart(7);
+  const lines = ['', '# timing (wall clock, seconds)'];
+  lines.push(
+    `#  ${phases.map((p) => `${p.name} ${(p.ms / 1000).toFixed(1)}`).join(', ')}; total ${((performance.now() - started) / 1000).toFixed(1)}`,
+  );
+  for (const r of tierRuns) {
+    lines.push(`# tier ${r.tier}: ${r.files.length} test files, ${r.assertions} assertions, ${(r.ms / 1000).toFixed(1)} s`);
+    const slow = [...r.files].sort((a, b) => b.ms - a.ms).slice(0, TOP);
+    if (slow.length > 0)
+      lines.push(
+        `#  ${'process'.padStart(7)} ${'in test'.padStart(7)} ${'asserts'.padStart(7)}  slowest ${slow.length} file${slow.length === 1 ? '' : 's'} (seconds: the process from spawn to exit; the test's own time)`,
+      );
+    for (const f of slow)
+      lines.push(`#  ${s(f.ms)} ${s(f.testMs)} ${String(f.assertions).padStart(7)}  ${f.file}${f.ok ? '' : '  (failed)'}`);
+  }
+  const all = tierRuns.flatMap((r) => r.files);
+  lines.push(`# all tiers: ${all.length} test files, ${tierRuns.reduce((n, r) => n + r.assertions, 0)} assertions`);
+  console.log(lines.join('\n'));
+  try {
+    mkdirSync(resolve(root, '.tap'), { recursive: true });
+    writeFileSync(resolve(root, '.tap/timing.txt'), lines.slice(1).join('\n') + '\n');
+    writeFileSync(resolve(root, '.tap/timing.json'), JSON.stringify({ phases, tiers: tierRuns }, null, 1) + '\n');
+  } catch {
+    // the table was printed; the files are a convenience
+  }
 }
 finish(exitCode === 0 && failed === 0 ? 0 : 1);

@@ -1,9 +1,13 @@
 /**
- * The variables the console reads (documented in shared/env.ts and the README's configuration
- * table), validated once at start by {@link loadConsoleConfig}.
+ * The variables the console reads (declared in console/env.ts, or shared/env.ts when another process reads them
+ * too; all in the README's configuration table), validated once at start by {@link loadConsoleConfig}.
  */
 import { ConfigError, loadConfig, pick, type ConfigOf } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { SHARED_ENV } from '../shared/env.js';
+import { CONSOLE_ENV } from './env.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...CONSOLE_ENV };
 
 export const consoleConfig = pick(ENV, [
   'LOG_LEVEL',
@@ -19,6 +23,8 @@ export const consoleConfig = pick(ENV, [
   'CONSOLE_SESSION_IDLE',
   'CONSOLE_SESSION_MAX',
   'CONSOLE_API_TIMEOUT',
+  'CONSOLE_SCRAPE_INTERVAL',
+  'CONSOLE_SIDECAR_METRICS_URL',
   // the services the console calls, and the issuer its ID tokens must name
   'IDENTITY_URL',
   'NOTIFIER_URL',

@@ -155,26 +155,44 @@ export function checkbox(o: { name: string; label: string; checked?: boolean; va
 }
 
 export interface Column<R> {
-  header: string;
+  /** Text, or markup (a "select all" checkbox). */
+  header: string | Html;
   cell: (row: R) => HtmlValue;
   /** This column's cell is the row's header (`<th scope="row">`). */
   rowHeader?: boolean;
   /** Right-aligned numbers. */
   numeric?: boolean;
+  /** Kept on one line (ids, dates): the table scrolls sideways rather than wrap them. */
+  nowrap?: boolean;
+}
+
+function cellClass<R>(c: Column<R>): string | false {
+  const classes = [c.numeric ? 'num' : '', c.nowrap ? 'nowrap' : ''].filter((x) => x !== '');
+  return classes.length > 0 ? classes.join(' ') : false;
 }
 
 /** A data table with a caption, column headers and, optionally, a row header column. */
-export function table<R>(o: { caption: string; columns: readonly Column<R>[]; rows: readonly R[]; empty?: string; id?: string }): Html {
+export function table<R>(o: {
+  caption: string | Html;
+  columns: readonly Column<R>[];
+  rows: readonly R[];
+  empty?: string;
+  id?: string;
+  /** Extra class on the table (`compact`). */
+  className?: string;
+}): Html {
   if (o.rows.length === 0) return html`<p class="empty">${o.empty ?? 'Nothing to show.'}</p>`;
-  return html`<div class="table-wrap"><table${attr('id', o.id)}>
+  return html`<div class="table-wrap"><table${attr('id', o.id)}${attr('class', o.className ?? false)}>
 <caption>${o.caption}</caption>
-<thead><tr>${o.columns.map((c) => html`<th scope="col" ${attr('class', c.numeric ? 'num' : false)}>${c.header}</th>`)}</tr></thead>
+<thead><tr>${o.columns.map((c) => html`<th scope="col" ${attr('class', cellClass(c))}>${c.header}</th>`)}</tr></thead>
 <tbody>
 ${o.rows.map(
   (r) =>
     html`<tr>
       ${o.columns.map((c) =>
-        c.rowHeader ? html`<th scope="row">${c.cell(r)}</th>` : html`<td${attr('class', c.numeric ? 'num' : false)}>${c.cell(r)}</td>`,
+        c.rowHeader
+          ? html`<th scope="row" ${attr('class', cellClass(c))}>${c.cell(r)}</th>`
+          : html`<td${attr('class', cellClass(c))}>${c.cell(r)}</td>`,
       )}
     </tr> `,
 )}</tbody>

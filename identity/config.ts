@@ -1,8 +1,12 @@
-/** The environment variables the identity reads (documented in shared/env.ts and the README). */
+/** The environment variables the identity reads (declared in env.ts beside this file, or shared/env.ts when another process reads them too; all in the README). */
 import { pick } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { SHARED_ENV } from '../shared/env.js';
+import { IDENTITY_ENV } from './env.js';
 import { DPOP_CONFIG_VARS } from './oauth/dpop.js';
 import { OAUTH_CONFIG_VARS } from './oauth/settings.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...IDENTITY_ENV };
 
 export const identityConfig = pick(ENV, [
   ...OAUTH_CONFIG_VARS,

@@ -222,6 +222,21 @@ const operations: Record<string, OperationSpec> = {
     responses: { '204': {} },
     errors: [401, 403, 404, 503],
   },
+  // ── operators: user look-up (identity/accounts/admin-users.ts) ──
+  'GET /auth/admin/users': {
+    summary: 'Who some user ids are (e-mail, name, role); unknown ids are left out',
+    tags: ['accounts'],
+    security: ADMIN,
+    query: { id: { required: true, description: 'A user id; repeat for more (at most 100)', example: 'u1' } },
+    responses: {
+      '200': {
+        schema: obj({
+          users: { type: 'array', items: obj({ user_id: str, email: str, name: { oneOf: [str, { type: 'null' }] }, role: str }) },
+        }),
+      },
+    },
+    errors: [400, 401, 403, 503],
+  },
   // ── operators: signing keys (identity/keys/admin-endpoint.ts) ──
   'GET /auth/admin/keys': {
     summary: 'Every signing key with its state and schedule (never key material)',

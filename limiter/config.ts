@@ -1,12 +1,17 @@
-/** The environment variables the sidecar reads (documented in shared/env.ts and the README). */
+/** The environment variables the sidecar reads (declared in env.ts beside this file, or shared/env.ts when another process reads them too; all in the README). */
 import { pick, type ConfigOf } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { SHARED_ENV } from '../shared/env.js';
+import { LIMITER_ENV } from './env.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...LIMITER_ENV };
 
 export const limiterConfig = pick(ENV, [
   'LOG_LEVEL',
   'HOST',
   'SHUTDOWN_GRACE',
   'LIMITER_PORT',
+  'LIMITER_WORKERS',
   'LIMITER_ADMIN_PORT',
   'LIMITER_RLS_PORT',
   'LIMITER_RLS_MAX_DESCRIPTORS',
@@ -54,6 +59,7 @@ export const limiterConfig = pick(ENV, [
   'UPSTREAM_CONNECT_TIMEOUT',
   'UPSTREAM_CONNECTIONS',
   'UPSTREAM_PIPELINING',
+  'UPSTREAM_CLIENT',
   'SERVICE_SECRET',
   'JWT_ISSUER',
   'JWT_AUDIENCE',
@@ -68,6 +74,11 @@ export const limiterConfig = pick(ENV, [
   'LIMITER_SNAPSHOT_FILE',
   'LIMITER_QUOTA_MAX_AGE',
   'LIMITER_SYNC_POLL_INTERVAL',
+  'LIMITER_LOOKUP_TIMEOUT',
+  'LIMITER_NEGATIVE_CACHE_MAX',
+  'LIMITER_NEGATIVE_CACHE_TTL',
+  'LIMITER_UNKNOWN_KEY_BUDGET',
+  'LIMITER_UNKNOWN_KEY_WINDOW',
   'CONTROL_PLANE_SYNC_TOKEN',
 ]);
 

@@ -52,7 +52,7 @@ import type { CompiledQuota, QuotaCache } from './quota-cache.js';
 import type { Route, RouteTable } from './routes.js';
 import type { DecisionStore, LimiterMetrics } from './metrics.js';
 import type { HotKeys } from './hot-keys.js';
-import type { QuotaSync } from './quota-sync.js';
+import type { SubjectLookup } from './quota-lookup.js';
 import { capToFloor } from './quota-sync-max-age.js';
 
 /** DPoP at the edge (LIMITER_PUBLIC_ORIGIN, DPOP_IAT_WINDOW, the replay store). */
@@ -67,6 +67,8 @@ export interface DataPlaneOptions {
   routes: RouteTable;
   upstreams: Upstreams;
   quotas: QuotaCache;
+  /** Lookups of subjects the working set does not hold (with a control plane; standalone none). */
+  lookup?: SubjectLookup | undefined;
   gate: Gate;
   verifier: Verifier | undefined;
   /** Undefined: LIMITER_PUBLIC_ORIGIN is unset, and DPoP-bound tokens are refused. */
@@ -83,8 +85,11 @@ export interface DataPlaneOptions {
   ipQuota: CompiledQuota;
   /** Routes with a per-IP cap of their own (route option `ip`), by prefix: a bucket per address and route. */
   routeIpQuotas?: ReadonlyMap<string, CompiledQuota>;
-  /** The control-plane sync, when configured: past its max age, quotas are capped (see quota-sync-max-age.ts). */
-  sync?: QuotaSync | undefined;
+  /**
+   * The control-plane sync (QuotaSync, or a worker thread's QuotaReplica), when configured: past
+   * its max age, quotas are capped (see quota-sync-max-age.ts).
+   */
+  sync?: { stale(): boolean } | undefined;
   serviceRoles: readonly string[];
   serviceSecret: string | undefined;
   trustProxy: boolean;
@@ -391,7 +396,11 @@ export class DataPlane {
     this.o.inFlight.dec();
   }
 
+  /** Requests taken since start (`ratelimit_worker_requests` when the sidecar runs worker threads). */
+  requests = 0;
+
   private onRequest(res: HttpResponse, req: HttpRequest): void {
+    this.requests++;
     const arrived = performance.now();
     // Everything that does not depend on the quota is decided first, and nothing is charged for a
     // request refused here (README, "How the sidecar reads a request"): target length and form,
@@ -495,7 +504,10 @@ export class DataPlane {
     let early: Outcome | undefined;
     let pending: Promise<Outcome> | undefined;
     if (caller !== undefined) {
-      const d = this.decideFor(caller, route, method, path, owners);
+      // A key not held may be looked up: the address it came from is charged if it is unknown.
+      if (caller.kind === 'key' && this.o.lookup && address === undefined && !this.o.quotas.has(caller.subject))
+        address = this.clientIp(peerOf(res), h);
+      const d = this.decideFor(caller, route, method, path, owners, 1, address);
       if (d instanceof PlatformError) {
         this.writeError(res, d, head);
         return;
@@ -690,37 +702,76 @@ export class DataPlane {
     path: string,
     owners: readonly string[],
     hits = 1,
+    address?: string,
   ): PlatformError | Outcome | Promise<Outcome> {
     for (let i = 0; i < owners.length; i++) {
       const refusal = ownerRefusal(owners[i]!, caller, this.o.serviceRoles);
       if (refusal) return refusal;
     }
     this.o.hotKeys.record(caller.subject);
-    let quota: CompiledQuota | undefined;
-    let key = caller.subject;
-    const routeLabel = route.prefix;
     if (caller.kind === 'ip') {
       const own = route.ipLimit ? this.o.routeIpQuotas?.get(route.prefix) : undefined;
-      quota = own ?? this.o.ipQuota;
       // The route's own cap counts in a bucket of its own, apart from the shared per-IP one.
-      if (own) key = `${caller.subject}@${route.prefix}`;
-    } else if (caller.kind === 'key') {
-      // One lookup: the record both says the key is known and gives its quota.
-      const own = this.o.quotas.record(caller.subject);
+      return this.admitWith(
+        caller,
+        own ?? this.o.ipQuota,
+        own ? `${caller.subject}@${route.prefix}` : caller.subject,
+        route,
+        method,
+        path,
+        hits,
+      );
+    }
+    // One lookup: the record both says the key is known and gives its quota.
+    let own = this.o.quotas.record(caller.subject);
+    if (own === undefined && this.o.lookup !== undefined) {
+      // Not in the working set: looked up (batched, shared by concurrent requests). A failed lookup
+      // answers undefined, so an unreachable control plane never makes a key exist.
+      const found = this.o.lookup.find(caller.subject, caller.kind === 'key' ? address : undefined);
+      if (found instanceof Promise) return found.then((q) => this.decideKnown(caller, q, route, method, path, hits));
+      own = found;
+    }
+    return this.decideKnown(caller, own, route, method, path, hits);
+  }
+
+  /** The decision once a subject's own record is known (undefined: it has none). */
+  private decideKnown(
+    caller: Caller,
+    own: CompiledQuota | undefined,
+    route: Route,
+    method: string,
+    path: string,
+    hits: number,
+  ): Outcome | Promise<Outcome> {
+    let quota: CompiledQuota | undefined;
+    if (caller.kind === 'key') {
       if (own === undefined) {
         const plan = this.o.quotas.plan(this.o.defaultPlan) ?? this.o.builtinPlan;
-        return this.o.gate.decoy(plan, plan.limit!, routeLabel);
+        return this.o.gate.decoy(plan, plan.limit!, route.prefix);
       }
       quota = this.o.quotas.resolveRecord(own, this.o.defaultPlan);
     } else {
-      quota = this.o.quotas.resolve(caller.subject, caller.plan ?? this.o.defaultPlan);
+      const fallback = caller.plan ?? this.o.defaultPlan;
+      quota = own ? this.o.quotas.resolveRecord(own, fallback) : this.o.quotas.plan(fallback);
       if (!quota && caller.plan !== undefined) quota = this.o.quotas.plan(this.o.defaultPlan);
     }
-    quota ??= this.o.builtinPlan;
+    return this.admitWith(caller, quota, caller.subject, route, method, path, hits);
+  }
+
+  private admitWith(
+    caller: Caller,
+    found: CompiledQuota | undefined,
+    key: string,
+    route: Route,
+    method: string,
+    path: string,
+    hits: number,
+  ): Outcome | Promise<Outcome> {
+    let quota = found ?? this.o.builtinPlan;
     // Stale table (no sync for LIMITER_QUOTA_MAX_AGE): never serve a cached paid plan as current.
     if (caller.kind !== 'ip' && this.o.sync?.stale()) quota = capToFloor(quota, this.o.builtinPlan);
     const limit: LimitParams = quota.limit ?? this.o.builtinPlan.limit!;
-    return this.o.gate.admit(key, quota, limit, route.class, routeLabel, method, path, hits);
+    return this.o.gate.admit(key, quota, limit, route.class, route.prefix, method, path, hits);
   }
 
   private admitCaller(p: Pending, caller: Caller, owners: readonly string[]): void {

@@ -214,6 +214,7 @@ export class LimiterMetrics {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: [registry],
     });
+    for (const part of ['event_loop', 'redis']) this.lateReplies.zero({ part });
     this.failmodeTrips = new Counter({
       name: 'ratelimit_failmode_trips',
       help: 'Times the counter-store circuit opened and quotas fell back to their fail mode',
@@ -232,6 +233,9 @@ export class LimiterMetrics {
       labelNames: ['live'],
       registers: [registry],
     });
+    // Both series from the start, at 0: the dashboard's panel shows "none" rather than no data, and
+    // a rate over the first eviction has a sample before it (the same for the late replies below).
+    for (const live of ['true', 'false']) this.evictions.labels(live).inc(0);
     this.proxied = new Counter({
       name: 'ratelimit_upstream_responses',
       help: 'Responses relayed from upstreams, by status class (or error code when the upstream failed)',
@@ -256,6 +260,8 @@ export class LimiterMetrics {
     new Gauge({
       name: 'ratelimit_hot_key_share',
       help: 'Share of all evaluations in the last window taken by each of the hottest subjects (hashed)',
+      // Each worker thread's share of its own evaluations (LIMITER_WORKERS): their mean, not their sum.
+      aggregator: 'average',
       labelNames: ['subject'],
       registers: [registry],
       collect() {

@@ -1,5 +1,7 @@
 /**
- * Proxies an admitted request to its upstream with undici's dispatch API, streaming both ways.
+ * Proxies an admitted request to its upstream, streaming both ways, over the `h1` client
+ * (upstream/h1-pool.ts) or undici's dispatch API (UPSTREAM_CLIENT; streamed request bodies always
+ * go over undici): both drive the same handler.
  *
  * One `Exchange` object per request implements undici's dispatch handler and writes the upstream
  * response to the uWS response as it arrives: no promise, no closure per chunk. Backpressure both
@@ -8,17 +10,24 @@
  * Readable that pauses the client connection when undici's socket is full.
  *
  * Framing: uWS owns Content-Length and chunked encoding on the client side, so the upstream's
- * framing headers and the hop-by-hop headers (RFC 9110 §7.6.1) are never copied through.
+ * framing headers and the hop-by-hop headers (RFC 9110 §7.6.1) are never copied through; the
+ * upstream's transfer codings other than its final chunked (`gzip, chunked`) are written ahead of
+ * uWS's chunked, untouched (`relayedCodings`).
  */
 import { Buffer } from 'node:buffer';
 import { Readable } from 'node:stream';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { ConnectionBudget, budgetedConnector } from './upstream/budget.js';
+import { H1Pool, UpstreamError, type UpstreamDispatcher } from './upstream/h1-pool.js';
 import { problemFor, PROBLEM_CONTENT_TYPE, type ErrorCode } from '../shared/errors.js';
 import type { HttpResponse } from '../shared/uws.js';
 import { statusLine } from '../shared/http.js';
 
 export interface UpstreamOptions {
-  /** Connections kept open to each upstream. */
+  /**
+   * Connections open to each upstream at most, by both clients together (upstream/budget.ts): with
+   * `h1`, its pool and undici's pool for streamed bodies share this one budget.
+   */
   connections: number;
   /** Time to wait for the upstream's response headers (→ 504). */
   headersTimeoutMs: number;
@@ -28,38 +37,86 @@ export interface UpstreamOptions {
   keepAliveTimeoutMs: number;
   /** Pipelining depth per connection; 1 is the safe default for arbitrary backends. */
   pipelining: number;
+  /**
+   * UPSTREAM_CLIENT: `h1` (default) sends buffered requests over the purpose-built HTTP/1.1 pool
+   * (upstream/h1-pool.ts) and streamed bodies over undici; `undici` sends everything over undici.
+   * Pipelining > 1 is undici's alone.
+   */
+  client?: 'h1' | 'undici';
+  /** Largest upstream response head for the h1 client (502 above it). */
+  maxResponseHeadBytes?: number;
 }
 
 /** One keep-alive pool per upstream origin. */
 export class Upstreams {
   private readonly pools: Pool[];
+  private readonly h1: (H1Pool | null)[] | null;
   constructor(
     origins: readonly string[],
     readonly opts: UpstreamOptions,
   ) {
-    this.pools = origins.map(
-      (o) =>
-        new Pool(o, {
-          connections: opts.connections,
-          pipelining: opts.pipelining,
-          headersTimeout: opts.headersTimeoutMs,
-          bodyTimeout: opts.bodyTimeoutMs,
-          connectTimeout: opts.connectTimeoutMs,
-          keepAliveTimeout: opts.keepAliveTimeoutMs,
-        }),
-    );
+    const h1 = (opts.client ?? 'h1') === 'h1' && opts.pipelining === 1;
+    // https: origins stay on undici (the h1 client speaks plain TCP only).
+    const budgets = origins.map((o) => (h1 && o.startsWith('http:') ? new ConnectionBudget(opts.connections) : null));
+    this.pools = origins.map((o, i) => {
+      const budget = budgets[i]!;
+      return new Pool(o, {
+        connections: opts.connections,
+        headersTimeout: opts.headersTimeoutMs,
+        bodyTimeout: opts.bodyTimeoutMs,
+        keepAliveTimeout: opts.keepAliveTimeoutMs,
+        ...(budget === null
+          ? { pipelining: opts.pipelining, connectTimeout: opts.connectTimeoutMs }
+          : {
+              // Beside the h1 pool, undici carries only streamed request bodies: a connection per
+              // request, closed after it (pipelining 0), so no idle one of undici's ever holds a
+              // slot of the budget the h1 pool waits on; each takes its slot as it connects.
+              pipelining: 0,
+              connect: budgetedConnector(budget, { timeout: opts.connectTimeoutMs, keepAlive: true, keepAliveInitialDelay: 60_000 }),
+            }),
+      });
+    });
+    this.h1 = h1
+      ? origins.map((o, i) =>
+          budgets[i] === null
+            ? null
+            : new H1Pool(
+                o,
+                {
+                  connections: opts.connections,
+                  headersTimeoutMs: opts.headersTimeoutMs,
+                  bodyTimeoutMs: opts.bodyTimeoutMs,
+                  connectTimeoutMs: opts.connectTimeoutMs,
+                  keepAliveTimeoutMs: opts.keepAliveTimeoutMs,
+                  // undici's default limit (maxHeaderSize), so switching clients changes no answer.
+                  maxHeadBytes: opts.maxResponseHeadBytes ?? 16 * 1024,
+                },
+                this.pools[i]!,
+                budgets[i],
+              ),
+        )
+      : null;
   }
-  pool(i: number): Pool {
-    return this.pools[i]!;
+  /** Upstream `i`'s connection budget, shared by its two clients; null when undici's pool is its only client. */
+  connectionBudget(i: number): ConnectionBudget | null {
+    return this.h1?.[i]?.budget ?? null;
+  }
+  /** The client for upstream `i`: the h1 pool (which hands streamed bodies to undici), or undici's pool. */
+  pool(i: number): UpstreamDispatcher {
+    return this.h1?.[i] ?? this.pools[i]!;
   }
   /** Lets requests in flight finish for up to `graceMs`, then cuts the rest. */
   async close(graceMs = 0): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    const closed = Promise.all(this.pools.map((p) => p.close())).then(() => true);
+    const h1 = (this.h1 ?? []).filter((p) => p !== null);
+    const closed = Promise.all([...this.pools.map((p) => p.close()), ...h1.map((p) => p.close())]).then(() => true);
     const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), graceMs)));
     const clean = await Promise.race([closed, timedOut]);
     clearTimeout(timer);
-    if (!clean) await Promise.all(this.pools.map((p) => p.destroy()));
+    if (!clean) {
+      for (const p of h1) p.destroy();
+      await Promise.all(this.pools.map((p) => p.destroy()));
+    }
   }
 }
 
@@ -219,6 +276,7 @@ export function refuseAndClose(
 }
 
 function upstreamErrorCode(err: unknown): ErrorCode {
+  if (err instanceof UpstreamError) return err.code;
   if (
     err instanceof undiciErrors.HeadersTimeoutError ||
     err instanceof undiciErrors.BodyTimeoutError ||
@@ -226,13 +284,36 @@ function upstreamErrorCode(err: unknown): ErrorCode {
   ) {
     return 'upstream_timeout';
   }
-  if (err instanceof undiciErrors.HTTPParserError || err instanceof undiciErrors.ResponseContentLengthMismatchError) {
+  if (
+    err instanceof undiciErrors.HTTPParserError ||
+    err instanceof undiciErrors.ResponseContentLengthMismatchError ||
+    // A response head over the limit is the upstream's fault, as the h1 client answers it too.
+    err instanceof undiciErrors.HeadersOverflowError
+  ) {
     return 'upstream_bad_response';
   }
   return 'upstream_unreachable';
 }
 
 const STATUS_200 = '200 OK';
+
+/**
+ * The codings of a response's Transfer-Encoding (all its lines joined) to relay to the client ahead
+ * of the chunked uWS applies: those before a final `chunked` (`gzip, chunked` → `gzip`; `chunked` →
+ * null, nothing to add), never decoded. undefined when chunked is not last (`chunked, gzip`,
+ * `gzip`): the body runs to the upstream's close (RFC 9112 §6.3), and the client could only be given
+ * it chunked twice (refused by RFC 9112 §6.1) or delimited by a close uWS cannot send.
+ */
+export function relayedCodings(value: string): string | null | undefined {
+  const codings: string[] = [];
+  for (const part of value.split(',')) {
+    const c = part.trim();
+    if (c !== '') codings.push(c);
+  }
+  const last = codings.pop();
+  if (last === undefined || last.toLowerCase() !== 'chunked') return undefined;
+  return codings.length === 0 ? null : codings.join(', ');
+}
 
 /** The header names a Connection header lists (lower-case), other than keep-alive/close. */
 export function connectionTokens(value: string): Set<string> | null {
@@ -282,14 +363,14 @@ let chunkArg: Buffer;
 let writeOk = false;
 let writeDone = false;
 function corkedHeadAndChunk(): void {
-  target.writeHead();
+  target.writeHead(true);
   target.writeChunk(chunkArg);
 }
 function corkedChunk(): void {
   target.writeChunk(chunkArg);
 }
 function corkedFinish(): void {
-  target.writeHead();
+  target.writeHead(false);
   target.writeEnd();
 }
 
@@ -315,6 +396,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private statusText = '';
   private rawHeaders: Buffer[] | null = null;
   private connectionListed: Set<string> | null = null;
+  /** The upstream's transfer codings other than its final chunked (`gzip`), relayed; null: none. */
+  private codings: string | null = null;
   private pending: Buffer | null = null;
   private pendingOffset = 0;
   /** Body bytes received from the upstream so far (a response of known length ends with the one that reaches `total`). */
@@ -327,7 +410,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     private readonly extraHeaders: readonly string[] = EMPTY,
   ) {}
 
-  start(pool: Pool, opts: Dispatcher.DispatchOptions): void {
+  start(pool: UpstreamDispatcher, opts: Dispatcher.DispatchOptions): void {
     this.isHead = opts.method === 'HEAD';
     try {
       pool.dispatch(opts, this);
@@ -377,6 +460,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.statusText = statusText;
     this.rawHeaders = rawHeaders;
     this.resumeUpstream = resume;
+    let transferEncoding: string | null = null;
     for (let i = 0; i < rawHeaders.length; i += 2) {
       const name = rawHeaders[i]!;
       if (headerNameIs(name, 'content-length')) {
@@ -385,14 +469,41 @@ export class Exchange implements Dispatcher.DispatchHandler {
       } else if (headerNameIs(name, 'connection')) {
         // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
         this.connectionListed = connectionTokens(rawHeaders[i + 1]!.toString('latin1'));
+      } else if (headerNameIs(name, 'transfer-encoding')) {
+        const v = rawHeaders[i + 1]!.toString('latin1');
+        transferEncoding = transferEncoding === null ? v : `${transferEncoding}, ${v}`;
       }
     }
     if (this.isHead || statusCode === 204 || statusCode === 304) this.total = -2;
+    else if (transferEncoding !== null) {
+      // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3; both clients refuse the pair).
+      this.total = -1;
+      const codings = relayedCodings(transferEncoding);
+      if (codings === undefined) {
+        // Close-delimited under a coding: uWS frames every body of unknown length as chunked, and
+        // chunked applied over a coding that already follows chunked is refused by RFC 9112 §6.1.
+        this.refuseResponse('the upstream sent a body framed by its close under a transfer coding, which cannot be relayed');
+        return false;
+      }
+      this.codings = codings;
+    }
     return true;
   }
 
-  /** Status line and headers, once; called inside a cork. */
-  writeHead(): void {
+  /** Answers 502 for an upstream response that cannot be relayed as it came, before any byte of it has gone out. */
+  private refuseResponse(why: string): void {
+    this.hooks.onFinishing();
+    const err = new UpstreamError('upstream_bad_response', why);
+    this.hooks.onUpstreamError(err, err.code);
+    this.done(
+      writeProblem(this.res, err.code, 'the upstream sent a response that is not valid HTTP', this.extraHeaders, false, this.isHead),
+    );
+    // After answering: the client's onError finds the exchange finished.
+    this.abortUpstream?.(err);
+  }
+
+  /** Status line and headers, once; called inside a cork. `withBody`: a body chunk follows. */
+  writeHead(withBody: boolean): void {
     if (this.headWritten) return;
     this.headWritten = true;
     const res = this.res;
@@ -407,6 +518,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
       if (listed !== null && listed.has(name.toString('latin1').toLowerCase())) continue;
       res.writeHeader(name, raw[i + 1]!);
     }
+    // The upstream's codings but its final chunked, ahead of the `Transfer-Encoding: chunked` uWS
+    // writes with the first body chunk: the field reads `gzip, chunked` as it came. Not with no
+    // body at all: uWS then writes Content-Length: 0, which no Transfer-Encoding may go with.
+    if (this.codings !== null && withBody) res.writeHeader('transfer-encoding', this.codings);
     const extra = this.extraHeaders;
     for (let i = 0; i < extra.length; i += 2) res.writeHeader(extra[i]!, extra[i + 1]!);
     this.rawHeaders = null;
@@ -473,6 +588,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (done) {
       this.pending = null;
       this.done(this.status);
+      // The client has the whole body: let the upstream client finish its response (and reuse
+      // its connection), which waits paused since onData returned false.
+      this.resumeUpstream?.();
       return true;
     }
     if (ok) {

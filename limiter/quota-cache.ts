@@ -10,11 +10,19 @@
  * reference: its limits, cost, route rules and fail mode come from that plan at lookup time, so a
  * plan change applies to every key on it at once; `shadow` applies when either sets it.
  *
- * Bounded: at most `maxRecords` non-plan records (least recently used evicted, counted by
- * `evictions`). An evicted key would look unknown, so size the bound above the table; the
- * sidecar logs an error whenever a snapshot does not fit.
+ * A working set, not a replica (README, "Working set"): the plans are held whole, key records only
+ * once seen. With a control plane, a subject not held is looked up (quota-lookup.ts) and installed
+ * here with the version it was read at; deltas update the records held and skip the rest. Bounded:
+ * at most `maxRecords` non-plan records, least recently used evicted (counted by `evictions`); an
+ * evicted key is looked up again on its next request, never refused as unknown. Standalone (a quota
+ * file, nobody to ask), the sidecar sizes the bound to hold the whole file.
+ *
+ * Versions (seed 001: "versioned snapshots prevent stale unlimited plans"): a record is replaced
+ * only by one at least as new; a lookup in flight remembers the newest change a delta brought for
+ * its subject, and when its answer is older that change wins ({@link QuotaCache.finishLookup}).
  */
 import { readFile } from 'node:fs/promises';
+import { create } from '@bufbuild/protobuf';
 import { LRUCache } from 'lru-cache';
 import { Accuracy, Algorithm, FailMode, SnapshotSchema, type Quota, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
 import { fromJson } from '../shared/proto-json.js';
@@ -51,6 +59,8 @@ export interface CompiledQuota {
   windowSec: number;
   /** `approximate` only for a token or leaky bucket that asks for it (lease.ts); else `exact`. */
   accuracy: AccuracyName;
+  /** The record as received, for the last-known-good file (snapshot-store.ts). */
+  source: Quota;
 }
 
 const ALGORITHM_NAMES: Record<number, LimitParams['algorithm']> = {
@@ -110,6 +120,7 @@ export function compileQuota(q: Quota): CompiledQuota {
       q.accuracy === Accuracy.APPROXIMATE && (q.algorithm === Algorithm.TOKEN_BUCKET || q.algorithm === Algorithm.LEAKY_BUCKET)
         ? 'approximate'
         : 'exact',
+    source: q,
   };
 }
 
@@ -132,14 +143,35 @@ export interface ApplyResult {
   reason?: 'stale' | 'base_mismatch';
 }
 
+/** The newest change a delta brought for a subject whose lookup is in flight. */
+interface SeenChange {
+  /** The record's version for an upsert; the delta's version for a delete (an upper bound of it). */
+  version: number;
+  quota: Quota | undefined;
+}
+
+interface InFlightLookup {
+  seen: SeenChange | undefined;
+  /** A full snapshot arrived meanwhile (changes may have been missed): its answer is not kept. */
+  void: boolean;
+}
+
 export class QuotaCache {
   private readonly records: LRUCache<string, CompiledQuota>;
   private readonly plans = new Map<string, CompiledQuota>();
+  private readonly lookups = new Map<string, InFlightLookup>();
   private versionApplied = 0;
   private appliedAtMs = 0;
   evictions = 0;
   /** Called with each subject a snapshot writes or deletes (the refusal cache forgets it). */
   onChange: ((subject: string) => void) | undefined;
+  /**
+   * Called for a change to a subject not held (and not being looked up), which is dropped;
+   * `created` for an upsert (the negative cache forgets the subject), false for a delete.
+   */
+  onUnheld: ((subject: string, created: boolean) => void) | undefined;
+  /** Called after a full snapshot replaced everything (the negative cache is cleared). */
+  onReset: (() => void) | undefined;
   /**
    * True once a snapshot held an approximate quota (plans included), until a full snapshot holds
    * none: leases may then credit the global bucket (the refusal cache's `globalCredited`). A delta
@@ -166,6 +198,10 @@ export class QuotaCache {
   get size(): number {
     return this.records.size + this.plans.size;
   }
+  /** Key records held (plans not counted): the gauge `ratelimit_quota_records_held`. */
+  get held(): number {
+    return this.records.size;
+  }
 
   /**
    * Applies a snapshot in version order. A full snapshot replaces everything; a delta applies its
@@ -186,31 +222,118 @@ export class QuotaCache {
       this.records.clear();
       this.plans.clear();
       this.approximate = false;
-    }
-    for (const id of s.deletedSubjectIds) {
-      this.records.delete(id);
-      this.plans.delete(id);
-      this.onChange?.(id);
-    }
-    for (const q of s.quotas) {
-      const c = compileQuota(q);
-      if (c.accuracy === 'approximate') this.approximate = true;
-      this.put(c);
-      this.onChange?.(q.subjectId);
+      for (const l of this.lookups.values()) l.void = true;
+      this.onReset?.();
+      for (const q of s.quotas) this.install(q);
+    } else {
+      for (const id of s.deletedSubjectIds) this.change(id, undefined, version);
+      for (const q of s.quotas) this.change(q.subjectId, q, Number(q.version));
     }
     this.versionApplied = version;
     this.appliedAtMs = nowMs;
     return { applied: true, version };
   }
 
-  private put(c: CompiledQuota): void {
-    if (c.subject.startsWith('plan:')) this.plans.set(c.subject.slice(5), c);
-    else this.records.set(c.subject, c);
+  /** One change of a delta: to a plan, a record held, a lookup in flight, or nothing held (dropped). */
+  private change(id: string, q: Quota | undefined, version: number): void {
+    if (id.startsWith('plan:')) {
+      if (q) this.install(q);
+      else {
+        this.plans.delete(id.slice(5));
+        this.onChange?.(id);
+      }
+      return;
+    }
+    const held = this.records.peek(id);
+    if (held !== undefined) {
+      // A record looked up may be newer than this delta (read after it was cut): keep the newer.
+      // (For a delete `version` is the delta's, so a record written inside the delta loses to it.)
+      if (version >= held.version) {
+        if (q) this.install(q);
+        else {
+          this.records.delete(id);
+          this.onChange?.(id);
+        }
+      }
+      return;
+    }
+    const l = this.lookups.get(id);
+    if (l !== undefined) {
+      if (l.seen === undefined || version > l.seen.version) l.seen = { version, quota: q };
+      return;
+    }
+    this.onUnheld?.(id, q !== undefined);
   }
 
-  /** True when the subject has a record of its own (API keys: known or unknown). */
+  /** Holds a record (compiled once here) and tells `onChange`. */
+  private install(q: Quota): CompiledQuota {
+    const c = compileQuota(q);
+    if (c.accuracy === 'approximate') this.approximate = true;
+    if (c.subject.startsWith('plan:')) this.plans.set(c.subject.slice(5), c);
+    else this.records.set(c.subject, c);
+    this.onChange?.(c.subject);
+    return c;
+  }
+
+  /** True when the subject's record is held (without touching its recency). */
   has(subject: string): boolean {
-    return this.records.has(subject);
+    return this.records.has(subject, { updateAgeOnHas: false });
+  }
+
+  /** A lookup of `subject` starts: deltas for it are remembered until {@link finishLookup}. */
+  beginLookup(subject: string): void {
+    if (!this.lookups.has(subject)) this.lookups.set(subject, { seen: undefined, void: false });
+  }
+
+  /** The lookup failed: nothing is installed. */
+  abortLookup(subject: string): void {
+    this.lookups.delete(subject);
+  }
+
+  /**
+   * A lookup answered: `found` (with its version), or no record at `readVersion`. The newer of that
+   * answer and any change a delta brought meanwhile is installed and returned (undefined: the
+   * subject has no record). After a full snapshot arrived meanwhile the answer serves the request
+   * that asked but is not kept.
+   */
+  finishLookup(subject: string, found: Quota | undefined, readVersion: number): CompiledQuota | undefined {
+    const l = this.lookups.get(subject);
+    this.lookups.delete(subject);
+    let quota = found;
+    const version = found ? Number(found.version) : readVersion;
+    if (l?.seen !== undefined && l.seen.version > version) quota = l.seen.quota;
+    const held = this.records.peek(subject);
+    if (held !== undefined && (quota === undefined || held.version > Number(quota.version))) return held;
+    if (quota === undefined) return undefined;
+    if (l?.void === true) return compileQuota(quota);
+    return this.install(quota);
+  }
+
+  /** Lookups in flight. */
+  get lookupsInFlight(): number {
+    return this.lookups.size;
+  }
+
+  /**
+   * Everything held as one full snapshot at our version (plans and the key records of the working
+   * set, as received), for the last-known-good file; `issued_at` is `syncedAtMs`. With
+   * `maxRecords`, only that many key records, the most recently used (a worker thread's start,
+   * quota-relay.ts).
+   */
+  snapshot(syncedAtMs: number, maxRecords = Infinity): Snapshot {
+    const quotas: Quota[] = [];
+    for (const p of this.plans.values()) quotas.push(p.source);
+    let n = 0;
+    for (const r of this.records.values()) {
+      if (n++ >= maxRecords) break;
+      quotas.push(r.source);
+    }
+    return create(SnapshotSchema, { version: BigInt(this.versionApplied), delta: false, quotas, issuedAt: syncedAtMs / 1000 });
+  }
+
+  /** The record held for a subject, without touching its recency (quota-relay.ts: is an answer kept?). */
+  peek(subject: string): CompiledQuota | undefined {
+    return this.records.peek(subject);
   }
 
   /** The record stored for a subject (not resolved through its plan). */

@@ -11,8 +11,10 @@
  *   jitter (quota-sync-backoff.ts), resuming from the version held.
  * - **Poll.** Independently, a unary `Snapshot(since_version)` about every `pollIntervalMs` (±10 %),
  *   the source of truth that makes a missed push harmless.
- * - **Last-known-good.** Every applied complete state is kept on disk (snapshot-store.ts) and loaded
- *   at start, so the sidecar serves quotas while the control plane is down.
+ * - **Last-known-good.** The working set (plans and the key records held) is kept on disk
+ *   (snapshot-store.ts) after every applied version and every batch of records looked up, and
+ *   loaded at start, so a restarted sidecar starts warm and serves while the control plane is down.
+ * - **Lookups.** {@link QuotaSync.lookup} is the unary `Lookup` call quota-lookup.ts batches into.
  * - **Max age.** {@link QuotaSync.stale} says when the last successful sync is older than
  *   `maxAgeMs`; the data plane then holds every cached quota to the floor plan with
  *   {@link QuotaSync.effective} (rule: quota-sync-max-age.ts).
@@ -30,6 +32,7 @@ import * as grpc from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import {
   AckRequestSchema,
+  LookupRequestSchema,
   QuotaSyncService,
   SnapshotRequestSchema,
   WatchRequestSchema,
@@ -39,6 +42,7 @@ import { grpcClientConstructor, unaryCall, type GrpcClient } from '../shared/grp
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/log.js';
 import type { CompiledQuota, QuotaCache } from './quota-cache.js';
+import type { LookupAnswer } from './quota-lookup.js';
 import { backoffDelay, type BackoffOptions } from './quota-sync-backoff.js';
 import { capToFloor } from './quota-sync-max-age.js';
 import { SnapshotStore, nodeTimers, type Timers } from './snapshot-store.js';
@@ -67,11 +71,32 @@ export interface QuotaSyncOptions {
   fullFetchTimeoutMs?: number;
   /** Least time between two writes of the snapshot file, ms. Default 1000. */
   minWriteIntervalMs?: number;
+  /**
+   * How long records looked up wait before the snapshot file is rewritten for them, ms (the whole
+   * working set is written each time). Default 10 000.
+   */
+  workingSetWriteDelayMs?: number;
+  /** Deadline of a Lookup call, ms (LIMITER_LOOKUP_TIMEOUT). Default 1000. */
+  lookupTimeoutMs?: number;
   /** In [0, 1): jitter of the backoff and the poll period. Default Math.random. */
   random?: () => number;
   timers?: Timers;
   /** Default insecure (the control plane is internal). */
   credentials?: grpc.ChannelCredentials;
+  /**
+   * Called with every snapshot applied to the cache (`force`: a full table that replaced a newer
+   * one), in order, before it is acked. `LIMITER_WORKERS` ≥ 2: the main thread relays it to the
+   * worker threads (quota-relay.ts).
+   */
+  onApplied?: (s: Snapshot, force: boolean) => void;
+  /**
+   * An ack is sent once this resolves (asked when the ack is due). `LIMITER_WORKERS` ≥ 2: once every
+   * worker thread has applied what was relayed to it, so a Put still returns only when the next
+   * request on any thread sees the new record.
+   */
+  beforeAck?: () => Promise<void>;
+  /** Called whenever the time of the last successful sync changes (epoch ms). */
+  onSyncedAt?: (ms: number) => void;
 }
 
 /** What /metrics and /readyz report about the sync. */
@@ -103,7 +128,10 @@ export function defaultSidecarId(): string {
 }
 
 export class QuotaSync {
-  private readonly o: Required<Omit<QuotaSyncOptions, 'token' | 'snapshotPath' | 'credentials'>> & { token: string | undefined };
+  private readonly o: Required<
+    Omit<QuotaSyncOptions, 'token' | 'snapshotPath' | 'credentials' | 'onApplied' | 'beforeAck' | 'onSyncedAt'>
+  > &
+    Pick<QuotaSyncOptions, 'onApplied' | 'beforeAck' | 'onSyncedAt'> & { token: string | undefined };
   private readonly cache: QuotaCache;
   private readonly log: Logger;
   private readonly client: Client;
@@ -140,8 +168,13 @@ export class QuotaSync {
       callTimeoutMs: opts.callTimeoutMs ?? 5000,
       fullFetchTimeoutMs: opts.fullFetchTimeoutMs ?? 30_000,
       minWriteIntervalMs: opts.minWriteIntervalMs ?? 1000,
+      workingSetWriteDelayMs: opts.workingSetWriteDelayMs ?? 10_000,
+      lookupTimeoutMs: opts.lookupTimeoutMs ?? 1000,
       random: opts.random ?? Math.random,
       timers: opts.timers ?? nodeTimers,
+      onApplied: opts.onApplied,
+      beforeAck: opts.beforeAck,
+      onSyncedAt: opts.onSyncedAt,
     };
     this.cache = opts.cache;
     this.log = opts.log.child({ component: 'quota-sync', sidecar_id: opts.sidecarId });
@@ -149,6 +182,12 @@ export class QuotaSync {
     this.client = new Ctor(opts.controlPlaneUrl, opts.credentials ?? grpc.credentials.createInsecure(), {
       // A full snapshot is the whole table: far above grpc-js's 4 MB default for large tables.
       'grpc.max_receive_message_length': -1,
+      // Beneath our backoff, grpc-js reconnects the channel on its own (1 s, then ×1.6 up to 120 s),
+      // and a call made before that timer ends fails at once without trying: a control plane that
+      // came up was found only at grpc-js's next step (a sidecar started before it: 1–3 s; after a
+      // long outage, up to 2 min). Its steps are ours.
+      'grpc.initial_reconnect_backoff_ms': this.o.backoff.baseMs,
+      'grpc.max_reconnect_backoff_ms': this.o.backoff.maxMs,
     });
     this.store =
       opts.snapshotPath === undefined
@@ -158,6 +197,7 @@ export class QuotaSync {
             log: opts.log,
             minWriteIntervalMs: this.o.minWriteIntervalMs,
             timers: this.o.timers,
+            source: (syncedAtMs) => this.cache.snapshot(syncedAtMs),
           });
   }
 
@@ -240,6 +280,25 @@ export class QuotaSync {
     });
   }
 
+  /**
+   * One `Lookup` call: the records of `subjects` (at most 1000) and the table version they were
+   * read at. Rejects when the control plane does not answer within the lookup deadline.
+   */
+  async lookup(subjects: string[]): Promise<LookupAnswer> {
+    const r = await unaryCall<typeof QuotaSyncService, 'lookup'>(
+      this.client,
+      'lookup',
+      create(LookupRequestSchema, { subjectIds: subjects, sidecarId: this.o.sidecarId }),
+      { metadata: this.metadata(), timeoutMs: this.o.lookupTimeoutMs },
+    );
+    return { quotas: r.quotas, unknown: r.unknownSubjectIds, version: Number(r.version) };
+  }
+
+  /** Records were looked up and installed: the last-known-good file is rewritten (coalesced). */
+  workingSetChanged(): void {
+    if (this.cache.appliedAt !== 0) this.store?.changed(undefined, this.o.workingSetWriteDelayMs);
+  }
+
   /** Polls once now (the periodic poll does the same); resolves when its answer is handled. */
   poll(): Promise<void> {
     if (this.polling) return this.polling;
@@ -316,15 +375,17 @@ export class QuotaSync {
       return;
     }
     this.lastSyncAtMs = Math.min(now, Math.round(s.issuedAt * 1000));
+    this.o.onSyncedAt?.(this.lastSyncAtMs);
+    this.o.onApplied?.(s, false);
+    store.changed();
     this.log.info(
       { path: store.path, version: r.version, records: s.quotas.length, age_ms: now - this.lastSyncAtMs, stale: this.stale() },
       'loaded the last-known-good quota snapshot',
     );
   }
 
-  /** From the version held; from 0 (a full snapshot) while the disk copy cannot follow deltas. */
+  /** From the version held (the disk copy is written from the cache, so it always follows). */
   private sinceVersion(): number {
-    if (this.store && this.store.version !== this.cache.version) return 0;
     return this.cache.version;
   }
 
@@ -405,16 +466,13 @@ export class QuotaSync {
   private handle(s: Snapshot, source: 'watch' | 'poll' | 'full'): void | Promise<void> {
     if (this.closed) return;
     const now = this.o.clock.now();
-    const evictions = this.cache.evictions;
     const r = this.cache.apply(s, now);
     const version = Number(s.version);
     if (r.applied) {
-      this.store?.apply(s, now);
+      this.o.onApplied?.(s, false);
+      this.store?.changed(now);
       this.synced(now);
       this.ack(version);
-      if (this.cache.evictions > evictions) {
-        this.log.error({ evicted: this.cache.evictions - evictions }, 'the quota table holds more records than LIMITER_QUOTA_CACHE_MAX');
-      }
       this.log.debug(
         { version, delta: s.delta, records: s.quotas.length, deleted: s.deletedSubjectIds.length, source },
         'quota snapshot applied',
@@ -424,7 +482,6 @@ export class QuotaSync {
     if (r.reason === 'stale') {
       if (version === this.cache.version) {
         // A heartbeat, a poll with nothing new, or a full snapshot of what we hold: we are current.
-        if (!s.delta) this.store?.adopt(s, now);
         this.store?.touch(now);
         this.synced(now);
         this.ack(version);
@@ -439,8 +496,9 @@ export class QuotaSync {
           'control plane sent a full snapshot older than ours; its table replaces ours',
         );
         this.cache.apply(s, now, { force: true });
+        this.o.onApplied?.(s, true);
         this.store?.reset();
-        this.store?.apply(s, now);
+        this.store?.changed(now);
         this.synced(now);
         this.ackedVersion = -1; // the acked versions belonged to the old table
         this.ack(version);
@@ -488,6 +546,7 @@ export class QuotaSync {
 
   private synced(now: number): void {
     this.lastSyncAtMs = now;
+    this.o.onSyncedAt?.(now);
     this.syncs++;
     if (this.failures > 0) this.log.info({ version: this.cache.version, after_failures: this.failures }, 'quota sync recovered');
     this.failures = 0;
@@ -514,6 +573,16 @@ export class QuotaSync {
   private ack(version: number): void {
     if (version <= this.ackedVersion) return;
     this.ackedVersion = version;
+    if (this.o.beforeAck === undefined) this.sendAck(version);
+    else
+      void this.o.beforeAck().then(
+        () => this.sendAck(version),
+        () => undefined,
+      );
+  }
+
+  private sendAck(version: number): void {
+    if (this.closed) return;
     unaryCall<typeof QuotaSyncService, 'ack'>(
       this.client,
       'ack',

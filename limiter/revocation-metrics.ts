@@ -10,10 +10,12 @@ import type { Verifier } from '../shared/jwt/index.js';
 
 /** Registers the revocation-list gauges of `verifier` on `registry`. */
 export function registerRevocationMetrics(registry: Registry, verifier: Verifier, clock: Clock): void {
+  // Each worker thread (LIMITER_WORKERS) fetches its own copy: the process reports the largest.
   const gauge = (name: string, help: string, read: () => number): void => {
     new Gauge({
       name,
       help,
+      aggregator: 'max',
       registers: [registry],
       collect() {
         this.set(read());

@@ -9,12 +9,12 @@
  * fail mode, which is the point of having fail modes.
  */
 import { readFile } from 'node:fs/promises';
-import { App, closeListenSocket, listen, requireNativeBuild } from '../shared/uws.js';
+import { App, closeApp, closeListenSocket, listen, requireNativeBuild, type ListenSocket } from '../shared/uws.js';
 import { operationalRoutes, InFlight, type HealthCheck } from '../shared/http.js';
 import type { Logger } from '../shared/log.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { LimitedLog } from '../shared/log-limit.js';
-import { createRegistry } from '../shared/metrics.js';
+import { createRegistry, type Registry } from '../shared/metrics.js';
 import { CircuitBreaker, breakerMetrics } from '../shared/breaker.js';
 import { createVerifier, type Verifier, type JwksDocument } from '../shared/jwt/index.js';
 import { create } from '@bufbuild/protobuf';
@@ -23,6 +23,7 @@ import { MemoryCounterStore } from './admission/counter-store.memory.js';
 import { checkShardable, RedisCounterStore } from './admission/counter-store.redis.js';
 import { MemoryReplayStore, RedisReplayStore, type DpopReplayStore } from '../shared/dpop/index.js';
 import { createCounterStore } from './admission/index.js';
+import type { SharedCounters } from './admission/shared-counters.js';
 import { RefusalCache } from './admission/refusal-cache.js';
 import { LeaseStore, RedisLessor } from './admission/lease.js';
 import type { CounterStore, GlobalBucket } from './admission/counter-store.js';
@@ -34,8 +35,11 @@ import { Upstreams } from './proxy.js';
 import { DataPlane } from './data-plane.js';
 import { LimiterMetrics } from './metrics.js';
 import { HotKeys } from './hot-keys.js';
-import { QuotaSync, defaultSidecarId } from './quota-sync.js';
-import { registerQuotaSyncMetrics } from './quota-sync-metrics.js';
+import type { QuotaSync } from './quota-sync.js';
+import type { QuotaLookup } from './quota-lookup.js';
+import type { QuotaReplica } from './quota-replica.js';
+import { startWorkingSet } from './working-set.js';
+import { registerWorkingSetMetrics } from './quota-lookup-metrics.js';
 import { registerRevocationMetrics } from './revocation-metrics.js';
 import type { LimiterConfig } from './config.js';
 import { ConfigError } from '../shared/config.js';
@@ -48,6 +52,31 @@ export interface SidecarDeps {
   random?: () => number;
   /** How often open gRPC health Watch streams on the RLS port re-check readiness, ms (default 1 s). */
   healthPollMs?: number;
+  /**
+   * In-process counters shared with other threads (admission/shared-counters.ts): used instead of
+   * a table of this sidecar's own when no Redis is configured (LIMITER_COUNTER_MAX_KEYS is then
+   * the shared counters' bound).
+   */
+  sharedCounters?: SharedCounters;
+  /** How long looked-up records wait before the snapshot file is rewritten, ms (QuotaSync default 10 s). */
+  workingSetWriteDelayMs?: number;
+  /**
+   * The emergency in-process store (fail-open cap while Redis is down) over counters shared with
+   * other threads, so N worker threads hold a subject to one emergency cap, not N.
+   */
+  emergencyCounters?: SharedCounters;
+  /**
+   * Set in a worker thread of `LIMITER_WORKERS` (limiter/workers.ts): the data plane only. No admin
+   * port (the main thread serves it and reports the process), no RLS port, no default Node metrics
+   * in this registry (process-wide figures are the main thread's).
+   */
+  worker?: boolean;
+  /**
+   * A worker thread of `LIMITER_WORKERS` with a control plane: the thread's copy of the process's
+   * working set, kept by the main thread (quota-replica.ts), used instead of a stream and lookups
+   * of its own. Its cache is the sidecar's quota cache.
+   */
+  replica?: QuotaReplica;
 }
 
 export interface Sidecar {
@@ -57,13 +86,27 @@ export interface Sidecar {
   rlsPort: number | undefined;
   quotas: QuotaCache;
   sync: QuotaSync | undefined;
+  /** Lookups of keys not held (with a control plane only). */
+  lookup: QuotaLookup | undefined;
   store: CounterStore;
   /** Local refusals and leases over a Redis store (undefined with in-process counters). */
   local: RefusalCache | undefined;
   leases: LeaseStore | undefined;
   breaker: CircuitBreaker;
   urls: Record<string, string>;
+  /** This sidecar's metrics (in a worker thread: the thread's, summed by the main thread). */
+  registry: Registry;
+  /** Requests the data plane has taken since start (each counted once, as it arrives). */
+  requests(): number;
+  /** What /readyz checks besides listening: a quota snapshot is loaded when a source is configured. */
+  quotasReady(): boolean;
   close(graceMs?: number): Promise<void>;
+  /**
+   * Closes the data app and every connection on it at once (uWS `App.close()`), nothing drained: a
+   * worker thread's last act before it exits. A thread that ends with an open uWS app aborts the
+   * whole process (`uv_loop_close() while having open handles`, exit 134).
+   */
+  abort(): void;
 }
 
 function planQuota(name: string, algorithm: Algorithm, rate: number, burst: number, intervalMs: number) {
@@ -82,7 +125,7 @@ async function readCandidate(config: LimiterConfig): Promise<{ source: string; v
 
 export async function startSidecar(config: LimiterConfig, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
   const clock = deps.clock ?? systemClock;
-  const registry = createRegistry('limiter');
+  const registry = createRegistry('limiter', { defaults: !deps.worker });
   const hotKeys = new HotKeys(clock);
   const metrics = new LimiterMetrics(registry, hotKeys);
 
@@ -141,6 +184,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     memory: {
       maxKeys: config.LIMITER_COUNTER_MAX_KEYS,
       onEvict: (live) => metrics.evictions.labels(String(live)).inc(),
+      shared: deps.sharedCounters,
     },
   });
   // Without an offline queue, calls before Redis is connected are refused: wait briefly, but start
@@ -153,7 +197,11 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
         'redis is not reachable at start; serving under fail modes until it is',
       ),
     );
-  const emergency = new MemoryCounterStore({ clock, maxKeys: Math.min(config.LIMITER_COUNTER_MAX_KEYS, 1_000_000) });
+  const emergency = new MemoryCounterStore({
+    clock,
+    maxKeys: Math.min(config.LIMITER_COUNTER_MAX_KEYS, 1_000_000),
+    shared: deps.emergencyCounters,
+  });
   // Over Redis, answers that need no round trip: certain refusals (refusal-cache.ts) and leased
   // tokens for approximate quotas (lease.ts); both stand aside while the breaker is not closed.
   let admission: CounterStore = store;
@@ -202,8 +250,6 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     random: deps.random,
   });
 
-  const quotas = new QuotaCache(config.LIMITER_QUOTA_CACHE_MAX);
-  if (local) quotas.onChange = (subject) => local.forget(subject);
   if (config.LIMITER_QUOTA_FILE && config.LIMITER_CONTROL_PLANE_URL) {
     // The two sources would fight over versions: a file at a higher version would mask the table.
     throw new ConfigError(
@@ -211,38 +257,39 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       'cannot be used together with LIMITER_CONTROL_PLANE_URL (quotas come from the control plane)',
     );
   }
+  let quotaFile;
   if (config.LIMITER_QUOTA_FILE) {
-    let snapshot;
     try {
-      snapshot = await readSnapshotFile(config.LIMITER_QUOTA_FILE);
+      quotaFile = await readSnapshotFile(config.LIMITER_QUOTA_FILE);
     } catch (err) {
       throw new ConfigError('LIMITER_QUOTA_FILE', err instanceof Error ? err.message : String(err));
     }
-    quotas.apply(snapshot, clock.now());
-    if (quotas.evictions > 0) log.error({ evicted: quotas.evictions }, 'the quota file holds more records than LIMITER_QUOTA_CACHE_MAX');
+  }
+  // Standalone there is nobody to look an evicted key up from: the whole file is held.
+  const quotas = deps.replica?.cache ?? new QuotaCache(Math.max(config.LIMITER_QUOTA_CACHE_MAX, quotaFile?.quotas.length ?? 0));
+  if (local) quotas.onChange = (subject) => local.forget(subject);
+  if (quotaFile) {
+    quotas.apply(quotaFile, clock.now());
     log.info({ version: quotas.version, records: quotas.size }, 'quota file loaded');
   }
 
   let sync: QuotaSync | undefined;
-  if (config.LIMITER_CONTROL_PLANE_URL) {
-    sync = new QuotaSync({
+  // With a control plane the cache is a working set: keys not held are looked up (quota-lookup.ts).
+  let lookup: QuotaLookup | undefined;
+  // A worker thread of LIMITER_WORKERS has a replica instead: the main thread holds the stream and
+  // the lookups, and reports their metrics (quota-relay.ts).
+  if (!deps.replica && config.LIMITER_CONTROL_PLANE_URL) {
+    ({ sync, lookup } = await startWorkingSet(config, {
       controlPlaneUrl: config.LIMITER_CONTROL_PLANE_URL,
-      sidecarId: config.SIDECAR_ID ?? defaultSidecarId(),
-      token: config.CONTROL_PLANE_SYNC_TOKEN,
       cache: quotas,
       clock,
       log,
-      snapshotPath: config.LIMITER_SNAPSHOT_FILE,
-      pollIntervalMs: config.LIMITER_SYNC_POLL_INTERVAL,
-      maxAgeMs: config.LIMITER_QUOTA_MAX_AGE,
+      registry,
+      workingSetWriteDelayMs: deps.workingSetWriteDelayMs,
       random: deps.random,
-    });
-    registerQuotaSyncMetrics(registry, sync, clock);
-    await sync.start();
-    // First boot with no last-known-good file: give the control plane a moment, so the first
-    // requests are not all decoyed as unknown keys.
-    if (!sync.ready()) await sync.whenSynced(2000);
+    }));
   }
+  if (!deps.replica) registerWorkingSetMetrics(registry, quotas, lookup);
 
   const routes = new RouteTable([...defaultRoutes(config.NOTIFIER_URL, config.IDENTITY_URL), ...parseRoutes(config.LIMITER_ROUTES ?? '')]);
   const upstreams = new Upstreams(routes.upstreams, {
@@ -252,6 +299,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     bodyTimeoutMs: config.UPSTREAM_TIMEOUT,
     connectTimeoutMs: config.UPSTREAM_CONNECT_TIMEOUT,
     keepAliveTimeoutMs: 30_000,
+    client: config.UPSTREAM_CLIENT,
   });
 
   const jwksUrl = config.JWKS_URL ?? `${config.IDENTITY_URL}/.well-known/jwks.json`;
@@ -304,6 +352,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     routes,
     upstreams,
     quotas,
+    lookup: deps.replica ?? lookup,
     gate,
     verifier,
     dpop,
@@ -316,7 +365,7 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
     builtinPlan,
     ipQuota,
     routeIpQuotas,
-    sync,
+    sync: deps.replica ?? sync,
     serviceRoles: config.LIMITER_SERVICE_ROLES,
     serviceSecret: config.SERVICE_SECRET,
     trustProxy: config.LIMITER_TRUST_PROXY,
@@ -328,38 +377,45 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
 
   const app = App();
   plane.register(app);
-  const admin = App();
   let closing = false;
+  const quotasReady = (): boolean =>
+    deps.replica ? deps.replica.ready() : sync ? sync.ready() : !config.LIMITER_QUOTA_FILE || quotas.appliedAt !== 0;
+  let dataClosed = false;
+  /** Closes the data app once (close() and then abort() both may). */
+  const closeData = (): void => {
+    if (dataClosed) return;
+    dataClosed = true;
+    closeApp(app);
+  };
   const readyChecks: HealthCheck[] =
     config.LIMITER_QUOTA_FILE || sync
       ? [
           {
             name: 'quotas',
             check: async () => {
-              if (sync ? !sync.ready() : quotas.appliedAt === 0) throw new Error('no quota snapshot loaded');
+              if (!quotasReady()) throw new Error('no quota snapshot loaded');
             },
           },
         ]
       : [];
-  operationalRoutes(admin, {
-    log,
-    maxBodyBytes: 1024,
-    registry,
-    draining: () => closing,
-    checks: readyChecks,
-  });
+  // A worker thread's admin port is the main thread's (limiter/workers.ts).
+  const admin = deps.worker ? undefined : App();
+  if (admin) operationalRoutes(admin, { log, maxBodyBytes: 1024, registry, draining: () => closing, checks: readyChecks });
 
   requireNativeBuild();
+  if (deps.worker && config.LIMITER_RLS_PORT !== undefined) throw new ConfigError('LIMITER_RLS_PORT', 'is not served by worker threads');
   const data = await listen(app, config.HOST, config.LIMITER_PORT).catch((err: unknown) => {
     throw Object.assign(new Error(`port ${config.LIMITER_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
   });
   plane.listenPort = data.port;
-  let adminSock;
-  try {
-    adminSock = await listen(admin, config.HOST, config.LIMITER_ADMIN_PORT);
-  } catch (err) {
-    closeListenSocket(data.socket);
-    throw Object.assign(new Error(`port ${config.LIMITER_ADMIN_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
+  let adminSock: { socket: ListenSocket; port: number } | undefined;
+  if (admin) {
+    try {
+      adminSock = await listen(admin, config.HOST, config.LIMITER_ADMIN_PORT);
+    } catch (err) {
+      closeListenSocket(data.socket);
+      throw Object.assign(new Error(`port ${config.LIMITER_ADMIN_PORT} is in use or not available`), { cause: err, code: 'EADDRINUSE' });
+    }
   }
   // Envoy's rate limit service (limiter/rls/), when LIMITER_RLS_PORT is set: the same plane decides.
   let rls: RlsServer | undefined;
@@ -383,23 +439,34 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       });
     } catch (err) {
       closeListenSocket(data.socket);
-      closeListenSocket(adminSock.socket);
+      if (adminSock) closeListenSocket(adminSock.socket);
       throw err;
     }
   }
-  log.info({ port: data.port, admin: adminSock.port, store: store.kind, routes: routes.routes.map((r) => r.prefix) }, 'sidecar listening');
+  log.info({ port: data.port, admin: adminSock?.port, store: store.kind, routes: routes.routes.map((r) => r.prefix) }, 'sidecar listening');
 
   return {
     port: data.port,
-    adminPort: adminSock.port,
+    adminPort: adminSock?.port ?? 0,
     rlsPort: rls?.port,
     quotas,
     sync,
+    lookup,
     store,
     local,
     leases,
     breaker,
-    urls: { data: `http://${config.HOST}:${data.port}`, admin: `http://${config.HOST}:${adminSock.port}` },
+    urls: {
+      data: `http://${config.HOST}:${data.port}`,
+      ...(adminSock ? { admin: `http://${config.HOST}:${adminSock.port}` } : {}),
+    },
+    registry,
+    requests: () => plane.requests,
+    quotasReady,
+    abort() {
+      closing = true;
+      closeData();
+    },
     async close(graceMs = 10_000) {
       if (closing) return;
       closing = true;
@@ -413,8 +480,14 @@ export async function startSidecar(config: LimiterConfig, log: Logger, deps: Sid
       await rlsClosed;
       // Whatever is still in flight after the grace period is cut.
       await upstreams.close(Math.max(0, deadline - Date.now()));
+      // Then every connection left (idle keep-alive ones, on both ports): open, a client could
+      // still send a request after close() resolved, and each held the event loop of a process
+      // embedding the sidecar (a test, a thread) until the client's keep-alive timeout ended it
+      // (shared/service.ts says the same of the services).
+      closeData();
       await sync?.close();
-      closeListenSocket(adminSock.socket);
+      if (adminSock) closeListenSocket(adminSock.socket);
+      if (admin) closeApp(admin);
       verifier.close();
       await Promise.allSettled([admission.close(), emergency.close()]);
     },

@@ -1,27 +1,41 @@
 /**
- * The sidecar's last-known-good quota table on disk, so a sidecar that starts while the control
- * plane is down still serves everyone's quotas.
+ * The sidecar's last-known-good working set on disk, so a sidecar that restarts (even while the
+ * control plane is down) starts warm: the plans and every key record it held, at the version held.
  *
- * The quota cache holds compiled records; this keeps the records as received (quota.v1 messages by
- * subject), brought forward by the same full and delta snapshots in the same order, and writes them
- * as the JSON of one full snapshot (shared/proto-json, the format of LIMITER_QUOTA_FILE too, so the
- * file doubles as a standalone quota file). Its `issued_at` is the time of the last successful sync
- * when it was written, which is what the max-age rule counts from after a restart.
+ * The store keeps no copy of its own: each write asks `source` for the cache's current state as
+ * one full snapshot (QuotaCache.snapshot: the records as received), written as JSON (shared/
+ * proto-json, the format of LIMITER_QUOTA_FILE too, so the file doubles as a standalone quota
+ * file). Its `issued_at` is the time of the last successful sync when it was written, which is what
+ * the max-age rule counts from after a restart.
  *
- * Only complete states are written: after a full snapshot, or a delta on top of the version held.
- * A delta from another base leaves the copy incomplete, and nothing is written until the next full
- * snapshot. Writes are atomic (a temporary file in the same directory, fsync, rename), so a crash
- * leaves the previous file or the new one, never half of one; bursts of versions are coalesced to
- * at most one write per `minWriteIntervalMs`.
+ * Writes are atomic (a temporary file in the same directory, fsync, rename), so a crash leaves the
+ * previous file or the new one, never half of one; changes (applied versions, records looked up)
+ * are coalesced to at most one write per `minWriteIntervalMs`.
+ *
+ * A write serializes {@link WRITE_CHUNK} records per turn of the event loop and writes each piece
+ * as it goes: the state written is the one `source` returned (its records are the immutable
+ * messages as received), but serving goes on between pieces. Serialized in one piece, 200,000
+ * held records were 45 MB of JSON and 0.5–0.6 s of a blocked sidecar, every 10 s while lookups
+ * filled the working set (bench/RESULTS.md, "Quota working set", third run).
  */
 import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { create } from '@bufbuild/protobuf';
-import { SnapshotSchema, type Quota, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
-import { fromJsonString, toJsonString } from '../shared/proto-json.js';
+import type { FileHandle } from 'node:fs/promises';
+import { QuotaSchema, SnapshotSchema, type Snapshot } from '../proto/gen/quota/v1/quota_pb.js';
+import { fromJsonString, toJson } from '../shared/proto-json.js';
 import { InternalError } from '../shared/errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import type { Logger } from '../shared/log.js';
+
+/**
+ * Records serialized per turn of the event loop while a file is written: a piece is what a request
+ * that arrives meanwhile may wait behind, so it is kept to about a millisecond (2,000 records,
+ * ≈ 5 ms a piece, put 15 ms on a held key's p99 while the file was rewritten under traffic:
+ * bench/RESULTS.md, "Quota working set", third run).
+ */
+export const WRITE_CHUNK = 500;
 
 /** The timer functions the store and the sync client schedule with (injectable for tests). */
 export interface Timers {
@@ -39,8 +53,10 @@ export interface SnapshotStoreOptions {
   /** Where the file lives; a relative path is resolved against the project root. */
   path: string;
   log: Logger;
-  /** Least time between two writes, ms; later versions wait and are written together. Default 1000. */
+  /** Least time between two writes, ms; later changes wait and are written together. Default 1000. */
   minWriteIntervalMs?: number;
+  /** The state to write, as one full snapshot stamped with the given sync time (QuotaCache.snapshot). */
+  source: (syncedAtMs: number) => Snapshot;
   timers?: Timers;
 }
 
@@ -58,10 +74,10 @@ export class SnapshotStore {
   private readonly log: Logger;
   private readonly minWriteIntervalMs: number;
   private readonly timers: Timers;
-  private readonly quotas = new Map<string, Quota>();
-  // -1: no complete state held (nothing yet, or a delta came from another base).
-  private held = -1;
+  private readonly source: (syncedAtMs: number) => Snapshot;
   private syncedAtMs = 0;
+  // Nothing is written before the cache holds a state of its own (loaded or synced).
+  private holding = false;
   private dirty = false;
   private writing: Promise<void> | null = null;
   private timer: unknown = undefined;
@@ -75,15 +91,11 @@ export class SnapshotStore {
     this.log = opts.log;
     this.minWriteIntervalMs = opts.minWriteIntervalMs ?? 1000;
     this.timers = opts.timers ?? { setTimeout: nodeTimers.setTimeout, clearTimeout: nodeTimers.clearTimeout };
-  }
-
-  /** The version of the complete state held, or -1 when there is none. */
-  get version(): number {
-    return this.held;
+    this.source = opts.source;
   }
 
   /**
-   * Reads the file into the store and returns it: undefined when there is no file yet.
+   * Reads the file: undefined when there is no file yet.
    *
    * @throws SnapshotFileError when the file exists but is not the JSON of a full snapshot.
    */
@@ -103,36 +115,18 @@ export class SnapshotStore {
       throw new SnapshotFileError(this.path, err instanceof Error ? err.message : String(err));
     }
     if (s.delta) throw new SnapshotFileError(this.path, 'is a delta, not a full snapshot');
-    this.replace(s);
     this.syncedAtMs = s.issuedAt * 1000;
     return s;
   }
 
   /**
-   * Brings the copy forward with a snapshot the quota cache has just applied, and schedules a write.
-   * `syncedAtMs` is the time of that sync (it becomes the file's `issued_at`).
+   * The cache changed (a version applied, a record looked up, a file loaded): schedules a write.
+   * `syncedAtMs`, when given, is the time of that sync (it becomes the file's `issued_at`).
    */
-  apply(s: Snapshot, syncedAtMs: number): void {
-    this.syncedAtMs = syncedAtMs;
-    if (!s.delta) {
-      this.replace(s);
-    } else if (this.held >= 0 && Number(s.baseVersion) === this.held) {
-      for (const id of s.deletedSubjectIds) this.quotas.delete(id);
-      for (const q of s.quotas) this.quotas.set(q.subjectId, q);
-      this.held = Number(s.version);
-    } else {
-      // The cache applied a delta we cannot follow (it was filled from elsewhere): keep the last
-      // file as it is and wait for a full snapshot.
-      this.reset();
-      return;
-    }
-    this.scheduleWrite();
-  }
-
-  /** A full snapshot at the version the cache already holds: take it when our copy is incomplete. */
-  adopt(s: Snapshot, syncedAtMs: number): void {
-    if (s.delta || this.held === Number(s.version)) return;
-    this.apply(s, syncedAtMs);
+  changed(syncedAtMs?: number, delayMs = 0): void {
+    this.holding = true;
+    if (syncedAtMs !== undefined) this.syncedAtMs = Math.max(this.syncedAtMs, syncedAtMs);
+    this.scheduleWrite(delayMs);
   }
 
   /** Records a successful sync that changed nothing (written with the next write, or on flush). */
@@ -140,27 +134,14 @@ export class SnapshotStore {
     this.syncedAtMs = Math.max(this.syncedAtMs, syncedAtMs);
   }
 
-  /** Forgets the copy (the cache holds a state this store does not know). The file is kept. */
+  /** The control plane's table went back: the next sync time is taken as it comes. */
   reset(): void {
-    this.quotas.clear();
-    this.held = -1;
-    this.dirty = false;
-  }
-
-  /** The held state as a full snapshot, or undefined when it is incomplete. */
-  snapshot(): Snapshot | undefined {
-    if (this.held < 0) return undefined;
-    return create(SnapshotSchema, {
-      version: BigInt(this.held),
-      delta: false,
-      quotas: [...this.quotas.values()],
-      issuedAt: this.syncedAtMs / 1000,
-    });
+    this.syncedAtMs = 0;
   }
 
   /**
-   * Writes now when there is anything unwritten (or, with `force`, whenever a complete state is
-   * held, e.g. to record the last sync time at shutdown), after any write in progress.
+   * Writes now when there is anything unwritten (or, with `force`, whenever the cache holds a
+   * state, e.g. to record the last sync time at shutdown), after any write in progress.
    */
   async flush(force = false): Promise<void> {
     while (this.writing) await this.writing;
@@ -168,14 +149,8 @@ export class SnapshotStore {
       this.timers.clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (force && this.held >= 0) this.dirty = true;
+    if (force && this.holding) this.dirty = true;
     if (this.dirty) await this.write();
-  }
-
-  private replace(s: Snapshot): void {
-    this.quotas.clear();
-    for (const q of s.quotas) this.quotas.set(q.subjectId, q);
-    this.held = Number(s.version);
   }
 
   private scheduleWrite(delayMs = 0): void {
@@ -188,37 +163,35 @@ export class SnapshotStore {
   }
 
   private write(): Promise<void> {
-    const snapshot = this.snapshot();
+    const snapshot = this.source(this.syncedAtMs);
     this.dirty = false;
-    if (snapshot === undefined) return Promise.resolve();
-    const text = toJsonString(SnapshotSchema, snapshot);
-    const p = this.writeAtomically(text).then(
+    const p = this.writeAtomically((fh) => writeSnapshotJson(fh, snapshot)).then(
       () => {
         this.writes++;
         if (this.failing) this.log.info({ path: this.path }, 'last-known-good snapshot written again');
         this.failing = false;
       },
       (err: unknown) => {
-        // Serving is unaffected; the next applied version tries again. Logged once per failing streak.
+        // Serving is unaffected; the next change tries again. Logged once per failing streak.
         if (!this.failing) this.log.error({ err, path: this.path }, 'cannot write the last-known-good snapshot');
         this.failing = true;
       },
     );
     this.writing = p.finally(() => {
       this.writing = null;
-      // Versions applied while this write ran: one more write, after the minimum interval.
+      // Changes made while this write ran: one more write, after the minimum interval.
       if (this.dirty && this.timer === undefined) this.scheduleWrite(this.minWriteIntervalMs);
     });
     return this.writing;
   }
 
-  private async writeAtomically(text: string): Promise<void> {
+  private async writeAtomically(fill: (fh: FileHandle) => Promise<void>): Promise<void> {
     const tmp = `${this.path}.${process.pid}.${++this.seq}.tmp`;
     await mkdir(dirname(this.path), { recursive: true });
     try {
       const fh = await open(tmp, 'w', 0o600);
       try {
-        await fh.writeFile(text, 'utf8');
+        await fill(fh);
         await fh.sync();
       } finally {
         await fh.close();
@@ -229,4 +202,23 @@ export class SnapshotStore {
       throw err;
     }
   }
+}
+
+/**
+ * The JSON of `snapshot` (what `toJsonString(SnapshotSchema, snapshot)` gives, which `load` reads),
+ * written {@link WRITE_CHUNK} records at a time with a turn of the event loop between pieces.
+ */
+async function writeSnapshotJson(fh: FileHandle, snapshot: Snapshot): Promise<void> {
+  // The snapshot without its records, split where they go: `"quotas":[` is a key here (a value in
+  // it would be a string, whose quotes JSON escapes), and the rest of the fields keep their order.
+  const shell = JSON.stringify(toJson(SnapshotSchema, create(SnapshotSchema, { ...snapshot, quotas: [] })));
+  const at = shell.indexOf('"quotas":[]') + '"quotas":['.length;
+  await fh.write(shell.slice(0, at));
+  const quotas = snapshot.quotas;
+  for (let i = 0; i < quotas.length; i += WRITE_CHUNK) {
+    if (i > 0) await nextTurn();
+    const piece = quotas.slice(i, i + WRITE_CHUNK).map((q) => JSON.stringify(toJson(QuotaSchema, q)));
+    await fh.write((i > 0 ? ',' : '') + piece.join(','));
+  }
+  await fh.write(shell.slice(at));
 }

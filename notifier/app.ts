@@ -45,6 +45,7 @@ import {
   CampaignPump,
   CampaignWorker,
   fanoutLag,
+  campaignsPendingApproval,
   KillSwitch,
   registerCampaignRoutes,
   ShardRescue,
@@ -146,7 +147,13 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
     log.warn('NOTIFIER_TRACKING_SECRET is unset: open-pixel links are signed with a per-process key and stop counting after a restart');
   }
 
-  const metrics = createNotifierMetrics(registry, { clock, log, dlqDepth: () => dlqDepth(pool), fanoutLag: () => fanoutLag(pool) });
+  const metrics = createNotifierMetrics(registry, {
+    clock,
+    log,
+    dlqDepth: () => dlqDepth(pool),
+    fanoutLag: () => fanoutLag(pool),
+    campaignsPending: () => campaignsPendingApproval(pool),
+  });
   // Provider feedback (notifier/feedback): the webhooks' batched writer and the SNS certificates.
   const certPolicy = { hostPattern: config.NOTIFIER_SNS_CERT_HOSTS, httpHosts: config.NOTIFIER_SNS_CERT_HTTP_HOSTS ?? [] };
   const certs = new CertCache({

@@ -1,7 +1,11 @@
-/** The environment variables the notifier reads (documented in shared/env.ts and the README). */
+/** The environment variables the notifier reads (declared in env.ts beside this file, or shared/env.ts when another process reads them too; all in the README). */
 import { pick, type ConfigOf } from '../shared/config.js';
-import { ENV } from '../shared/env.js';
+import { SHARED_ENV } from '../shared/env.js';
+import { NOTIFIER_ENV } from './env.js';
 import { CHANNEL_ENV_NAMES } from './channels/config.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...NOTIFIER_ENV };
 
 export const notifierConfig = pick(ENV, [
   'LOG_LEVEL',

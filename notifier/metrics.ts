@@ -120,6 +120,8 @@ export interface MetricsOptions {
   dlqDepth?: () => Promise<Record<string, number>>;
   /** How long the oldest fan-out still expanding has been at it, seconds (0: none); at scrape time. */
   fanoutLag?: () => Promise<number>;
+  /** Campaigns with a fan-out waiting for approval; at scrape time (the console's overview). */
+  campaignsPending?: () => Promise<number>;
   log?: Logger;
 }
 
@@ -258,6 +260,21 @@ export function createNotifierMetrics(registry: Registry, opts: MetricsOptions):
         this.set(await fanoutLag());
       } catch (err) {
         opts.log?.warn({ err }, 'fanout_lag: could not read the fan-outs');
+      }
+    },
+  });
+
+  const campaignsPending = opts.campaignsPending;
+  new Gauge({
+    name: 'campaigns_pending_approval',
+    help: 'Campaigns with a fan-out held above NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD, waiting for an operator',
+    registers: [registry],
+    async collect() {
+      if (!campaignsPending) return;
+      try {
+        this.set(await campaignsPending());
+      } catch (err) {
+        opts.log?.warn({ err }, 'campaigns_pending_approval: could not read the fan-outs');
       }
     },
   });

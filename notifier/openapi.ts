@@ -24,6 +24,7 @@ import {
   type Schema,
 } from '../shared/openapi.js';
 import { CHANNEL_NAMES } from './channels/channel.js';
+import { FILTER_STATUSES } from './admin/notifications.js';
 import { TIERS } from './queues/names.js';
 
 const channel: Schema = { enum: [...CHANNEL_NAMES] };
@@ -301,10 +302,19 @@ const operations: Record<string, OperationSpec> = {
   },
   // ── operators: notifications (notifier/admin/notification-routes.ts) ──
   'GET /api/v1/admin/notifications': {
-    summary: "A user's notifications, newest first, each with its status view",
+    summary: "Notifications newest first (one user's, or everyone's), filtered, each with its status view",
     tags: ['admin'],
     security: ADMIN,
-    query: { user_id: { required: true, description: 'The recipient' }, ...cursorQuery(100, 20) },
+    query: {
+      user_id: { description: "The recipient; without it, everyone's (audience requests included)" },
+      notification_type: { description: 'Only this notification type' },
+      channel: { description: 'Only those with a delivery on this channel', schema: channel },
+      status: {
+        description: 'Only those with a delivery in this state (on `channel` when given; queued includes sending and held)',
+        schema: { enum: [...FILTER_STATUSES] },
+      },
+      ...cursorQuery(100, 20),
+    },
     responses: { '200': { schema: obj({ notifications: { type: 'array', items: adminNotification }, next_cursor: nullableString }) } },
     errors: OPERATOR_ERRORS,
   },
@@ -597,7 +607,7 @@ export const notifierOpenApi = buildDocument({
   },
   security: ['sidecar', 'bearer'],
   schemas: {
-    ...protoSchemas(IngestionResponseSchema, StatusViewSchema, InboxPageSchema, NotificationRequestSchema),
+    ...protoSchemas(IngestionResponseSchema, StatusViewSchema, InboxPageSchema),
     ...OPERATIONAL_SCHEMAS,
   },
   operations,

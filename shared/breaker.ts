@@ -263,6 +263,8 @@ export function breakerMetrics(registry: Registry): StateChangeListener {
     new Gauge({
       name: 'circuit_breaker_state',
       help: 'Circuit breaker state: 0 closed, 1 half-open, 2 open',
+      // Worker threads (limiter LIMITER_WORKERS) each have a breaker: the worst state is the process's.
+      aggregator: 'max',
       labelNames: ['breaker'] as const,
       registers: [registry],
     });

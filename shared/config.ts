@@ -1,9 +1,10 @@
 /**
  * Configuration: read once at start from the environment, validated, frozen.
  *
- * Every variable the platform reads is declared once, in `shared/env.ts`, with its default, a
- * one-line description and a parser; the README's configuration table is checked against that
- * catalogue by test/shared/config.test.ts. A service loads the subset it needs with `loadConfig`.
+ * Every variable the platform reads is declared once, with its default, a one-line description and
+ * a parser: in the `env.ts` beside the composition root of the one process that reads it, or in
+ * `shared/env.ts` when several do. bin/env-catalogue.ts gathers them; the README's configuration
+ * table is checked against that catalogue by test/shared/config.test.ts. A service loads the subset it needs with `loadConfig`.
  * A missing or bad value throws a `ConfigError` whose message is one line naming the variable;
  * `main.ts` files print it and exit non-zero before listening.
  */
@@ -65,6 +66,9 @@ export function loadConfig<S extends Record<string, VarSpec<unknown>>>(
   }
   return Object.freeze(out) as ConfigOf<S>;
 }
+
+/** Declares one variable: the identity function that makes TypeScript keep the spec's parsed type. */
+export const v = <T>(spec: VarSpec<T>): VarSpec<T> => spec;
 
 /** Picks variables from the catalogue by name, keeping their types. */
 export function pick<C extends Record<string, VarSpec<unknown>>, K extends keyof C>(catalog: C, names: readonly K[]): Pick<C, K> {
@@ -148,6 +152,13 @@ export function list<T>(item: (raw: string) => T): (raw: string) => T[] {
 }
 
 /** Durations: `250ms`, `5s`, `2m`, `1h`, `14d`, or a bare number of milliseconds. Returns ms. */
+/** A duration between `min` and `max` ms, the bounds named in the message as written. */
+export function durationIn(raw: string, min: number, max: number, minText: string, maxText: string): number {
+  const ms = duration(raw);
+  if (ms < min || ms > max) throw new Error(`must be between ${minText} and ${maxText}`);
+  return ms;
+}
+
 export function duration(raw: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(raw.trim());
   if (!m) throw new Error('must be a duration such as 500ms, 5s, 2m, 1h or 14d');

@@ -3,7 +3,7 @@
  */
 import { Registry, collectDefaultMetrics } from 'prom-client';
 
-export { Counter, Gauge, Histogram, Registry } from 'prom-client';
+export { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** A new registry with the default process metrics, labelled with the service name. */
 export function createRegistry(service: string, opts: { defaults?: boolean } = {}): Registry {

@@ -139,6 +139,13 @@ export function ref(name: string): Schema {
   return { $ref: `#/components/schemas/${name}` };
 }
 
+/**
+ * The platform is not published under an open-source licence (package.json `"private": true`, no
+ * LICENSE file); the document says so rather than leaving the question open. An SPDX expression
+ * names a licence outside the SPDX list as `LicenseRef-…`.
+ */
+const LICENSE: Schema = { name: 'Proprietary: all rights reserved', identifier: 'LicenseRef-Proprietary' };
+
 /** Builds the OpenAPI 3.1 document. */
 export function buildDocument(spec: DocumentSpec): Schema {
   const paths: Record<string, Record<string, Schema>> = {};
@@ -178,7 +185,11 @@ export function buildDocument(spec: DocumentSpec): Schema {
   return {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
-    info: { title: spec.title, version: spec.version, description: spec.description },
+    info: { title: spec.title, version: spec.version, description: spec.description, license: LICENSE },
+    // Relative: the server is the origin that served this document (each service serves its own at
+    // GET /openapi.json, on whatever host and port it was started on), so a client generated from
+    // the document fetched from a running service calls that service.
+    servers: [{ url: '/', description: 'The service that served this document' }],
     paths,
     components: {
       securitySchemes: spec.securitySchemes,
@@ -223,7 +234,22 @@ export function operationalOperations(): Record<string, OperationSpec> {
       summary: 'This document',
       tags: ['operations'],
       security: [],
-      responses: { '200': { schema: { type: 'object', required: ['openapi', 'paths'] } } },
+      responses: {
+        '200': {
+          // The fields every OpenAPI 3.1 document of ours has; the rest is left open (this schema
+          // does not describe OpenAPI itself).
+          schema: {
+            type: 'object',
+            required: ['openapi', 'info', 'paths'],
+            properties: {
+              openapi: { type: 'string', pattern: '^3\\.1\\.' },
+              info: anyObject,
+              servers: { type: 'array' },
+              paths: anyObject,
+            },
+          },
+        },
+      },
     },
   };
 }

@@ -108,3 +108,16 @@ export function describeRunning(dataDir: string, lock: Extract<LockState, { stat
         (lock.parentPid !== undefined ? `, started by process ${lock.parentPid}, which is still running (another npm start?)` : '') +
         '; stop that first';
 }
+
+/**
+ * The port of the server running on `dataDir` (postmaster.pid's fourth line), or undefined when
+ * none runs there: how `npm run admin` reaches `npm start`'s embedded PostgreSQL, whose port is
+ * picked afresh at every start.
+ */
+export async function runningServerPort(dataDir: string, table: ProcessTable = procTable): Promise<number | undefined> {
+  const lock = await inspectLock(dataDir, table);
+  if (lock.state !== 'running') return undefined;
+  const text = await readFile(lockFile(dataDir), 'utf8').catch(() => '');
+  const port = Number(text.split('\n')[3]);
+  return Number.isInteger(port) && port > 0 ? port : undefined;
+}

@@ -1,10 +1,10 @@
 /**
  * Starting and stopping an HTTP service the same way everywhere: a uWS app with the service's
  * routes plus /healthz, /readyz and /metrics, listening on host:port, and a `close()` that stops
- * accepting, waits for requests in flight (up to a deadline) and closes the listen socket.
+ * accepting, waits for requests in flight (up to a deadline), then closes every connection left.
  */
 import type { Registry } from 'prom-client';
-import { App, closeListenSocket, listen, type TemplatedApp } from './uws.js';
+import { App, closeApp, closeListenSocket, listen, type TemplatedApp } from './uws.js';
 import { InFlight, operationalRoutes, registeredRoutes, type EdgeOptions, type HealthCheck, type RegisteredRoute } from './http.js';
 import type { Logger } from './log.js';
 
@@ -30,7 +30,10 @@ export interface HttpServiceOptions {
 export interface HttpService {
   readonly port: number;
   readonly app: TemplatedApp;
-  /** Stops listening, then waits up to `graceMs` for requests in flight. */
+  /**
+   * Stops listening, waits up to `graceMs` for requests in flight, then closes every connection
+   * left: idle keep-alive ones, and any request that outlived the grace.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -74,6 +77,12 @@ export async function startHttpService(opts: HttpServiceOptions): Promise<HttpSe
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([inFlight.idle(), new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
       clearTimeout(timer);
+      // Closing the listen socket leaves the open connections open: a keep-alive client could
+      // still send a request after close() resolved (to a service whose pool is then closed), and
+      // each idle connection keeps the event loop alive until the client's keep-alive timeout (4 s
+      // for fetch, 5 s for node:http) or uWS's idle timeout (10 s) ends it. A process that embeds
+      // the service (every in-process test) waited that long after its close.
+      closeApp(app);
     },
   };
 }

@@ -34,6 +34,16 @@ export const closeListenSocket: CloseFn = uws['us_listen_socket_close'] ?? (uws[
 export const listenSocketPort: PortFn = uws['us_socket_local_port'] ?? (uws['getSocketPort'] as PortFn);
 
 /**
+ * Closes an app: its listen sockets and every open connection at once, nothing drained (uWS
+ * `App.close()`, in the pinned build though not in its type declarations). A worker thread must do
+ * this before it exits: a thread that ends with an open uWS app aborts the whole process
+ * (`uv_loop_close() while having open handles`, exit 134; measured, limiter/README.md).
+ */
+export function closeApp(app: TemplatedApp): void {
+  (app as TemplatedApp & { close(): void }).close();
+}
+
+/**
  * Whether the loaded module is a native uWS build. @trufflesuite/uws-js-unofficial falls back, with
  * only a console.warn, to a pure-Node imitation when no binary matches the Node ABI; that fallback
  * has none of the parser behaviour the edge is tested for, so the conformance test refuses it.
@@ -68,10 +78,14 @@ export function forEachHeader(req: HttpRequest, cb: HeaderVisitor): void {
 /**
  * Listens on host:port; resolves with the socket and the bound port, rejects if the port is taken.
  *
- * Every build here listens with SO_REUSEPORT: a second process (or thread) listening on the same
- * port gets a socket too and the kernel splits the connections between them. So a failure is not
- * "another process of ours holds it" but a port held by a socket without SO_REUSEPORT, another
- * user's, or an address that cannot be bound; uWS gives no reason.
+ * Every build here listens with SO_REUSEPORT on an explicit port: a second process (or thread)
+ * listening on the same port gets a socket too and the kernel splits the connections between
+ * them. Not on port 0: uSockets sets SO_REUSEPORT only when the port asked for is not 0, so a
+ * socket on an ephemeral port is exclusive (measured with the installed build, two threads and
+ * two processes: test/limiter/shared-counters-http.test.ts picks a free port first). So a failure
+ * is not "another process of ours holds it" but a port held by a socket without SO_REUSEPORT
+ * (one opened on port 0 included), another user's, or an address that cannot be bound; uWS
+ * gives no reason.
  */
 export function listen(app: TemplatedApp, host: string, port: number): Promise<{ socket: ListenSocket; port: number }> {
   return new Promise((resolve, reject) => {

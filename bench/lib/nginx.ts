@@ -1,5 +1,5 @@
 /**
- * The peer: nginx with `limit_req` and `proxy_pass`, one worker process, in front of the same
+ * The peer: nginx with `limit_req` and `proxy_pass`, one worker process (or `--workers`), in front of the same
  * upstream. The bench writes its own config into bench/.scratch (127.0.0.1 only, its own pid,
  * error log and temp paths, access log off), runs nginx in the foreground as a child, and stops it.
  *
@@ -17,6 +17,8 @@ export interface NginxPorts {
   admit: number;
   deny: number;
   upstream: number;
+  /** worker_processes (bench/sidecar.ts `--workers`); 1 when omitted. */
+  workers?: number;
 }
 
 /** The nginx.conf text for these ports, with every path under `dir`. */
@@ -30,7 +32,7 @@ export function nginxConfig(dir: string, ports: NginxPorts): string {
         }
     }`;
   return `# Written by bench/sidecar.ts; rewritten on every run.
-worker_processes 1;
+worker_processes ${ports.workers ?? 1};
 daemon off;
 pid ${join(dir, 'nginx.pid')};
 error_log ${join(dir, 'nginx.error.log')} warn;

@@ -61,7 +61,7 @@ export function table(rows: readonly Row[]): string {
 }
 
 /** The server's CPU time per response, µs: what a row costs, whatever set its rate. */
-function cpuUs(m: Measurement): number {
+export function cpuUs(m: Measurement): number {
   return m.serverCpu !== undefined && Number.isFinite(m.serverCpu) && m.rps > 0 ? (m.serverCpu / m.rps) * 1e6 : NaN;
 }
 function cpuPerRequest(m: Measurement): string {
@@ -125,7 +125,7 @@ export function ratios(rows: readonly Row[], ctx: RatioContext): string {
       ...(ctx.baselineMissing ? { missing: ctx.baselineMissing } : {}),
     },
     {
-      what: 'admitted, in-process vs the bare uWS + undici proxy (the floor)',
+      what: "admitted, in-process vs the bare uWS + h1 proxy (the floor: the sidecar's own upstream client)",
       ours: 'sidecar-memory-admit',
       peer: 'bare-admit',
       atLeast: 0.8,
@@ -205,12 +205,14 @@ export function ratios(rows: readonly Row[], ctx: RatioContext): string {
   const nginxAdded = direct && nginx ? nginx.p99Ms - direct.p99Ms : undefined;
   if (direct) {
     out.push('Latency at a fixed rate (autocannon):', '');
-    for (const id of [...ctx.stores.map((s) => `rate-sidecar-${s}`), 'rate-nginx']) {
+    const baselines = ctx.stores.map((s) => `rate-baseline-${s}`);
+    for (const id of [...ctx.stores.map((s) => `rate-sidecar-${s}`), ...baselines, 'rate-nginx']) {
       const m = find(rows, id, 'autocannon');
       if (!m) continue;
       const added = m.p99Ms - direct.p99Ms;
-      const store = id.slice('rate-sidecar-'.length);
-      const who = id === 'rate-nginx' ? 'nginx (peer)' : `sidecar, ${store} store`;
+      const baseline = baselines.includes(id);
+      const store = id.slice(baseline ? 'rate-baseline-'.length : 'rate-sidecar-'.length);
+      const who = id === 'rate-nginx' ? 'nginx (peer)' : `${baseline ? 'baseline build' : 'sidecar'}, ${store} store`;
       let verdict = '';
       if (store === 'memory' && nginxAdded !== undefined) {
         const limit = nginxAdded + 0.5;

@@ -1,8 +1,10 @@
 /**
- * The floor of this runtime for the sidecar's admitted path (issue 17, item 3): uWS in front,
- * undici `dispatch` behind, exactly as the sidecar uses them (shared/uws.ts; one keep-alive Pool of
- * 128 connections, pipelining 1, the legacy raw-header dispatch handler of limiter/proxy.ts), and
- * the same header set on the wire, but no decision, no route table, no hashing, no canonical path:
+ * The floor of this runtime for the sidecar's admitted path (issue 17, item 3; issue 26): uWS in
+ * front, and behind it the upstream client the sidecar uses, exactly as it uses it: `h1` (the
+ * default, as UPSTREAM_CLIENT's), the sidecar's own H1Pool (limiter/upstream/h1-pool.ts, 128
+ * connections, its timeouts' defaults); or `undici`, one keep-alive Pool of 128 connections,
+ * pipelining 1; either driven through the legacy raw-header dispatch handler of limiter/proxy.ts.
+ * The same header set on the wire, but no decision, no route table, no hashing, no canonical path:
  *
  * - upstream request: every client header but the hop-by-hop ones, `host`, `x-api-key` and the
  *   client's own forwarding headers, plus `x-subject`, `x-subject-role` (constants),
@@ -12,20 +14,38 @@
  *   rate-limit header lines as one constant block (the sidecar sends its six in one call too).
  *
  * Bodies: a request body is not read (the bench sends GETs); the response body is streamed back
- * with the upstream's Content-Length. `node dist/bench/peers/bare-proxy.js <port> <upstream origin>`.
+ * with the upstream's Content-Length. `node dist/bench/peers/bare-proxy.js <port> <upstream origin> [h1|undici]`.
  */
 import { Buffer } from 'node:buffer';
 import { Pool, type Dispatcher } from 'undici';
 import { App, forEachHeader, listen, type HttpRequest, type HttpResponse } from '../../shared/uws.js';
+import { H1Pool, type UpstreamDispatcher } from '../../limiter/upstream/h1-pool.js';
 
 const port = Number(process.argv[2]);
 const origin = process.argv[3];
-if (!Number.isInteger(port) || !origin) {
-  console.error('usage: bare-proxy.js <port> <upstream origin>');
+const client = process.argv[4] ?? 'h1';
+if (!Number.isInteger(port) || !origin || (client !== 'h1' && client !== 'undici')) {
+  console.error('usage: bare-proxy.js <port> <upstream origin> [h1|undici]');
   process.exit(2);
 }
 
-const pool = new Pool(origin, { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 });
+const undici = new Pool(origin, { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 });
+// The sidecar's settings (limiter/sidecar.ts with the defaults of UPSTREAM_TIMEOUT, UPSTREAM_CONNECT_TIMEOUT).
+const pool: UpstreamDispatcher =
+  client === 'h1'
+    ? new H1Pool(
+        origin,
+        {
+          connections: 128,
+          headersTimeoutMs: 30_000,
+          bodyTimeoutMs: 30_000,
+          connectTimeoutMs: 5_000,
+          keepAliveTimeoutMs: 30_000,
+          maxHeadBytes: 16 * 1024,
+        },
+        undici,
+      )
+    : undici;
 
 const DROP = new Set([
   'connection',
@@ -159,5 +179,5 @@ app.any('/*', (res: HttpResponse, req: HttpRequest) => {
   );
 });
 await listen(app, '127.0.0.1', port);
-console.log(`bare proxy on ${port} → ${origin}`);
+console.log(`bare proxy (${client}) on ${port} → ${origin}`);
 process.once('SIGTERM', () => process.exit(0));

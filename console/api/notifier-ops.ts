@@ -56,6 +56,37 @@ export async function notificationsOf(
   ).data;
 }
 
+/** The delivery states the activity list filters on (notifier/admin/notifications.ts FILTER_STATUSES). */
+export const ACTIVITY_STATUSES = [
+  'queued',
+  'sent',
+  'delivered',
+  'opened',
+  'read',
+  'failed',
+  'dead_lettered',
+  'opted_out',
+  'capped',
+  'digest',
+  'cancelled',
+  'bounced',
+  'complained',
+  'undelivered',
+  'suppressed',
+] as const;
+
+/** Everyone's notifications, newest first, filtered (the recent-activity page). */
+export async function recentNotifications(
+  c: ServiceClient,
+  q: { notificationType?: string; channel?: string; status?: string; cursor?: string; limit?: number },
+): Promise<{ notifications: AdminNotification[]; next_cursor: string | null }> {
+  return (
+    await c.get<{ notifications: AdminNotification[]; next_cursor: string | null }>('/api/v1/admin/notifications', {
+      query: { notification_type: q.notificationType, channel: q.channel, status: q.status, cursor: q.cursor, limit: q.limit },
+    })
+  ).data;
+}
+
 export interface DeadLetter {
   id: string;
   delivery_id: string;

@@ -24,7 +24,8 @@ import {
   type Fanout,
 } from '../api/notifier-campaigns.js';
 import type { ConsolePage, PageContext, PageResult } from '../page.js';
-import { count, formCall, timeEl } from './ops-format.js';
+import { count, detailFields, formCall, timeEl } from './ops-format.js';
+import { directoryFor, person, type Directory } from '../people.js';
 
 const COUNT_COLUMNS: readonly { key: keyof CampaignCounts; label: string; hint: string }[] = [
   { key: 'recipients', label: 'Recipients', hint: 'members when planned' },
@@ -44,8 +45,43 @@ const campaignPath = (id: string): string => href(`/campaigns/${encodeURICompone
  * operator decides, and a reload would only get in the way of that decision).
  */
 function moving(c: CampaignView): boolean {
-  if (c.stopped_at !== null && c.totals.queued === 0) return false;
-  return c.fanouts.some((f) => f.state === 'planning' || f.state === 'expanding' || (f.queued ?? 0) > 0);
+  const state = campaignState(c);
+  // A stopped campaign still moves while its queued deliveries are being cancelled.
+  return state === 'expanding' || state === 'sending' || (state === 'stopped' && c.totals.queued > 0);
+}
+
+export type CampaignState = 'stopped' | 'waiting for approval' | 'expanding' | 'sending' | 'finished';
+
+/**
+ * What a campaign is doing, from its fan-outs and counts. `finished` only when every fan-out has
+ * ended (expanded, rejected or cancelled) and no delivery is still queued: a fan-out still
+ * planning or expanding makes it `expanding`, deliveries still queued (written, not yet with a
+ * provider) `sending`. Independent of the page being an answer to a refused form (it once showed
+ * "finished" there, whatever the fan-outs were doing).
+ */
+export function campaignState(c: CampaignView): CampaignState {
+  if (c.stopped_at !== null) return 'stopped';
+  if (c.fanouts.some((f) => f.state === 'pending_approval')) return 'waiting for approval';
+  // A fan-out without a state has not been planned yet: it is about to expand.
+  if (c.fanouts.some((f) => f.state === 'planning' || f.state === 'expanding' || f.state === undefined)) return 'expanding';
+  if (c.totals.queued > 0 || c.fanouts.some((f) => (f.queued ?? 0) > 0)) return 'sending';
+  return 'finished';
+}
+
+/**
+ * The approval section's sentence. The threshold itself is the notifier's setting
+ * (NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD), which its API does not report: the sentence names the
+ * setting and gives the recipients the held requests would reach, never one as the other.
+ */
+export function approvalText(pending: readonly Fanout[]): string {
+  const n = pending.length;
+  const recipients = pending.reduce((sum, f) => sum + (f.recipients ?? 0), 0);
+  return (
+    `${n} request${n === 1 ? '' : 's'} of this campaign ${n === 1 ? 'is' : 'are'} held: ` +
+    `${n === 1 ? 'its segment has' : 'their segments have'} more members than the notifier's approval threshold ` +
+    `(NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD). Approving sends to ${count(recipients)} recipient${recipients === 1 ? '' : 's'}; ` +
+    'nothing is sent until an operator decides.'
+  );
 }
 
 function totalsTable(c: CampaignView): Html {
@@ -68,13 +104,22 @@ function totalsTable(c: CampaignView): Html {
   </div>`;
 }
 
-function fanoutTable(c: CampaignView): Html {
+function fanoutTable(c: CampaignView, people: Directory): Html {
   return table<Fanout>({
     caption: 'Audience requests (fan-outs)',
     id: 'campaign-fanouts',
     rows: c.fanouts,
     columns: [
-      { header: 'Notification', rowHeader: true, cell: (f) => html`<code>${f.notification_id}</code>` },
+      {
+        header: 'Request',
+        rowHeader: true,
+        nowrap: true,
+        // The short id, the whole one on hover and as the link to the request's status.
+        cell: (f) =>
+          html`<a href="${href('/notifications', { id: f.notification_id })}" title="${f.notification_id}"
+            ><code>${f.notification_id.slice(0, 8)}</code></a
+          >`,
+      },
       {
         header: 'Segment',
         cell: (f) =>
@@ -82,7 +127,11 @@ function fanoutTable(c: CampaignView): Html {
             ? html`<a href="${href(`/segments/${encodeURIComponent(f.segment)}`)}">${f.segment}</a> v${f.segment_version ?? '?'}`
             : '—',
       },
-      { header: 'State', cell: (f) => html`<span data-state="${f.state ?? ''}">${(f.state ?? f.status).replace(/_/g, ' ')}</span>` },
+      {
+        header: 'State',
+        nowrap: true,
+        cell: (f) => html`<span data-state="${f.state ?? ''}">${(f.state ?? f.status).replace(/_/g, ' ')}</span>`,
+      },
       { header: 'Shards', numeric: true, cell: (f) => `${count(f.shards_done ?? 0)} / ${count(f.shards ?? 0)}` },
       { header: 'Recipients', numeric: true, cell: (f) => count(f.recipients ?? 0) },
       { header: 'Sent', numeric: true, cell: (f) => count(f.sent ?? 0) },
@@ -95,13 +144,13 @@ function fanoutTable(c: CampaignView): Html {
             ? f.state === 'pending_approval'
               ? 'waiting'
               : '—'
-            : html`${f.approved ? 'approved' : 'rejected'} by ${f.decided_by ?? '?'}`,
+            : html`${f.approved ? 'approved' : 'rejected'} by ${person(f.decided_by, people)}`,
       },
     ],
   });
 }
 
-function auditTable(c: CampaignView): Html {
+function auditTable(c: CampaignView, people: Directory): Html {
   return table({
     caption: 'Audit trail',
     id: 'campaign-audit',
@@ -110,13 +159,25 @@ function auditTable(c: CampaignView): Html {
     columns: [
       { header: 'When', rowHeader: true, cell: (a) => timeEl(a.at) },
       { header: 'Action', cell: (a) => a.action },
-      { header: 'By', cell: (a) => a.actor },
+      { header: 'By', cell: (a) => person(a.actor, people) },
       {
-        header: 'Detail',
-        cell: (a) => (a.detail && typeof a.detail === 'object' && Object.keys(a.detail).length > 0 ? JSON.stringify(a.detail) : ''),
+        header: 'Request',
+        nowrap: true,
+        cell: (a) =>
+          a.notification_id
+            ? html`<a href="${href('/notifications', { id: a.notification_id })}" title="${a.notification_id}"
+                ><code>${a.notification_id.slice(0, 8)}</code></a
+              >`
+            : 'every request',
       },
+      { header: 'Detail', cell: (a) => detailFields(a.detail) },
     ],
   });
+}
+
+/** Everyone the campaign page names: the audit's actors, the deciders, who stopped it. */
+function peopleOf(c: CampaignView): (string | null | undefined)[] {
+  return [...c.audit.map((a) => a.actor), ...c.fanouts.map((f) => f.decided_by), c.stopped_by];
 }
 
 interface Refusal {
@@ -127,17 +188,15 @@ interface Refusal {
   reason?: string;
 }
 
-function campaignPage(ctx: PageContext, c: CampaignView, refusal?: Refusal): PageResult {
+async function campaignPage(ctx: PageContext, c: CampaignView, refusal?: Refusal): Promise<PageResult> {
+  const people = await directoryFor(ctx.api.identity, peopleOf(c));
   const id = c.campaign_id;
   const pending = c.fanouts.filter((f) => f.state === 'pending_approval');
   const decideForm =
     pending.length > 0 && c.stopped_at === null
       ? html`<section aria-labelledby="approve-h">
           <h2 id="approve-h">Waiting for approval</h2>
-          <p>
-            ${pending.length} request${pending.length === 1 ? '' : 's'} of this campaign reach more members than the approval threshold
-            (${count(pending.reduce((n, f) => n + (f.recipients ?? 0), 0))} recipients) and nothing is sent until an operator decides.
-          </p>
+          <p id="approval-text">${approvalText(pending)}</p>
           <form method="post" action="${href(`/campaigns/${encodeURIComponent(id)}/decide`)}" class="stack">
             ${ctx.csrfField()}
             ${field({ name: 'reason', id: 'f-decide-reason', label: 'Reason (kept in the audit trail)', value: refusal?.form === 'decide' ? refusal.reason : '', problem: refusal?.form === 'decide' ? refusal.problem : undefined })}
@@ -165,7 +224,7 @@ function campaignPage(ctx: PageContext, c: CampaignView, refusal?: Refusal): Pag
           </form>
         </section>`
       : html`<p class="stopped" role="status">
-          Stopped ${timeEl(c.stopped_at)} by ${c.stopped_by ?? 'unknown'}${c.stop_reason ? html`: ${c.stop_reason}` : ''}.
+          Stopped ${timeEl(c.stopped_at)} by ${person(c.stopped_by, people)}${c.stop_reason ? html`: ${c.stop_reason}` : ''}.
         </p>`;
   // A refusal is the answer to a POST: reloading it would offer to send the form again.
   const live = moving(c) && refusal === undefined;
@@ -177,17 +236,12 @@ function campaignPage(ctx: PageContext, c: CampaignView, refusal?: Refusal): Pag
         ${details([
           ['Campaign', html`<code>${id}</code>`],
           ['First used', timeEl(c.created_at)],
-          [
-            'State',
-            html`<span id="campaign-state"
-              >${c.stopped_at !== null ? 'stopped' : pending.length > 0 ? 'waiting for approval' : live ? 'running' : 'finished'}</span
-            >`,
-          ],
+          ['State', html`<span id="campaign-state">${campaignState(c)}</span>`],
         ])}
-        ${totalsTable(c)} ${fanoutTable(c)}
+        ${totalsTable(c)} ${fanoutTable(c, people)}
         <p><a href="${campaignPath(id)}" data-refresh-link>Refresh</a></p>
       </div>
-      ${decideForm} ${stopForm} ${auditTable(c)}
+      ${decideForm} ${stopForm} ${auditTable(c, people)}
       <p><a href="/campaigns">All campaigns</a></p>`,
   });
 }
@@ -306,7 +360,7 @@ export const campaignsPage: ConsolePage = {
           </div>
           ${details([
             ['Stopped at', timeEl(s.stopped_at)],
-            ['By', s.stopped_by],
+            ['By', person(s.stopped_by, await directoryFor(ctx.api.identity, [s.stopped_by]))],
             ['Reason', s.reason ?? ''],
           ])}
           ${table({

@@ -11,6 +11,7 @@ import type { ConsolePage, Flash, PageContext, PageResult } from '../page.js';
 import { formCall, timeEl } from './ops-format.js';
 import { badge } from './notifications.js';
 import { safeReturnTo } from '../web.js';
+import { directoryFor, person, personLabel, personShort } from '../people.js';
 
 const OUTCOME_TEXT: Record<RedriveResult['result'], string> = {
   redriven: 're-driven',
@@ -58,6 +59,8 @@ async function listPage(ctx: PageContext): Promise<PageResult> {
   const entries = (listed.ok ? listed.value.dead_letters : []).filter((e) => notification === '' || e.notification_id === notification);
   const next = listed.ok ? listed.value.next_cursor : null;
   const back = href('/dlq', { channel, reason, all: all ? 'true' : undefined });
+  const open = entries.filter((e) => e.redriven_at === undefined);
+  const people = await directoryFor(ctx.api.identity, [...entries.map((e) => e.recipient_id), ...entries.map((e) => e.redriven_by)], true);
   const body = html`${channelNav(channel, all)}
     <form method="get" action="/dlq" class="inline" role="search">
       ${channel && html`<input type="hidden" name="channel" value="${channel}" />`}
@@ -77,13 +80,18 @@ async function listPage(ctx: PageContext): Promise<PageResult> {
       ${ctx.csrfField()}
       <input type="hidden" name="back" value="${back}" />
       ${table<DeadLetter>({
-        caption: `${channel ? `The ${channel} dead-letter queue` : 'Every dead-letter queue'}, oldest first`,
+        caption: html`${channel ? `The ${channel} dead-letter queue` : 'Every dead-letter queue'}, oldest first
+          <span class="caption-note">(times in UTC; the full id and instant on hover)</span>`,
         id: 'dead-letters',
+        className: 'compact',
         empty: channel ? `The ${channel} dead-letter queue is empty.` : 'Every dead-letter queue is empty.',
         rows: entries,
         columns: [
           {
-            header: 'Select',
+            header:
+              open.length > 0
+                ? html`<input type="checkbox" id="pick-all" data-select-all="ids" aria-label="Select every open entry on this page" />`
+                : 'Select',
             cell: (e) =>
               e.redriven_at === undefined
                 ? html`<input type="checkbox" name="ids" value="${e.id}" id="pick-${e.id}" aria-label="Select entry ${e.id}" />`
@@ -92,26 +100,42 @@ async function listPage(ctx: PageContext): Promise<PageResult> {
           {
             header: 'Entry',
             rowHeader: true,
-            cell: (e) => html`<a href="${href(`/dlq/${encodeURIComponent(e.id)}`)}"><code>${e.id.slice(0, 8)}</code></a>`,
+            nowrap: true,
+            cell: (e) => html`<a href="${href(`/dlq/${encodeURIComponent(e.id)}`)}" title="${e.id}"><code>${e.id.slice(0, 8)}</code></a>`,
           },
-          { header: 'Channel', cell: (e) => e.channel },
-          { header: 'Reason', cell: (e) => html`<strong>${e.reason}</strong>${e.detail && html`<br />${e.detail}`}` },
-          { header: 'Attempts', numeric: true, cell: (e) => e.attempts },
-          { header: 'Recipient', cell: (e) => html`<a href="${href('/notifications', { user: e.recipient_id })}">${e.recipient_id}</a>` },
+          { header: 'Channel', nowrap: true, cell: (e) => e.channel },
+          {
+            header: 'Reason',
+            cell: (e) => html`<strong>${e.reason}</strong>${e.detail && html`<br /><span class="detail">${e.detail}</span>`}`,
+          },
+          { header: 'Tries', numeric: true, cell: (e) => e.attempts },
+          {
+            header: 'Recipient',
+            nowrap: true,
+            cell: (e) =>
+              html`<a href="${href('/notifications', { user: e.recipient_id })}">${personShort(e.recipient_id, people, true)}</a>`,
+          },
           {
             header: 'Notification',
+            nowrap: true,
             cell: (e) =>
-              html`<a href="${href('/notifications', { id: e.notification_id })}"><code>${e.notification_id.slice(0, 8)}</code></a>`,
+              html`<a href="${href('/notifications', { id: e.notification_id })}" title="${e.notification_id}"
+                ><code>${e.notification_id.slice(0, 8)}</code></a
+              >`,
           },
-          { header: 'Delivery now', cell: (e) => badge(e.delivery_status) },
-          { header: 'Dead-lettered', cell: (e) => timeEl(e.created_at) },
+          { header: 'Now', nowrap: true, cell: (e) => badge(e.delivery_status) },
+          { header: 'Dead-lettered', nowrap: true, cell: (e) => timeEl(e.created_at, { compact: true }) },
           {
             header: 'Re-driven',
-            cell: (e) => (e.redriven_at !== undefined ? html`${timeEl(e.redriven_at)} by ${e.redriven_by ?? '?'}` : '—'),
+            nowrap: true,
+            cell: (e) =>
+              e.redriven_at !== undefined
+                ? html`<span title="by ${personLabel(e.redriven_by, people)}">${timeEl(e.redriven_at, { compact: true })}</span>`
+                : '—',
           },
         ],
       })}
-      ${entries.some((e) => e.redriven_at === undefined) && html`<p><button type="submit">Re-drive selected</button></p>`}
+      ${open.length > 0 && html`<p><button type="submit">Re-drive selected</button></p>`}
     </form>
     ${next && html`<p><a href="${href('/dlq', { channel, reason, all: all ? 'true' : undefined, cursor: next })}" rel="next">Next page</a></p>`}
     ${
@@ -139,6 +163,7 @@ async function entryPage(ctx: PageContext): Promise<PageResult> {
       status: 404,
       body: html`<p>No dead-letter entry has the id ${id}. <a href="/dlq">All queues</a></p>`,
     });
+  const people = await directoryFor(ctx.api.identity, [e.recipient_id, e.redriven_by], true);
   const body = html`<p><a href="${href('/dlq', { channel: e.channel })}">The ${e.channel} queue</a></p>
     ${details([
       ['Entry', html`<code>${e.id}</code>`],
@@ -147,12 +172,12 @@ async function entryPage(ctx: PageContext): Promise<PageResult> {
       ['Reason', e.reason],
       ['Detail', e.detail],
       ['Attempts', e.attempts],
-      ['Recipient', html`<a href="${href('/notifications', { user: e.recipient_id })}">${e.recipient_id}</a>`],
+      ['Recipient', html`<a href="${href('/notifications', { user: e.recipient_id })}">${person(e.recipient_id, people, true)}</a>`],
       ['Notification', html`<a href="${href('/notifications', { id: e.notification_id })}"><code>${e.notification_id}</code></a>`],
       ['Delivery', html`<code>${e.delivery_id}</code> ${badge(e.delivery_status)}`],
       ['Template', e.template_id],
       ['Dead-lettered', timeEl(e.created_at)],
-      ['Re-driven', e.redriven_at !== undefined ? html`${timeEl(e.redriven_at)} by ${e.redriven_by ?? '?'}` : 'not yet'],
+      ['Re-driven', e.redriven_at !== undefined ? html`${timeEl(e.redriven_at)} by ${person(e.redriven_by, people)}` : 'not yet'],
     ])}
     ${
       e.redriven_at === undefined &&

@@ -9,6 +9,7 @@ import { details, field, table } from '../forms.js';
 import { getNotification, notificationsOf, type AdminNotification, type ChannelDetail } from '../api/notifier-ops.js';
 import type { ConsolePage, PageContext, PageResult } from '../page.js';
 import { formCall, timeEl } from './ops-format.js';
+import { directoryFor, person, type Directory } from '../people.js';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -58,7 +59,7 @@ function channelTable(n: AdminNotification): Html {
   });
 }
 
-function notificationSection(n: AdminNotification): Html {
+export function notificationSection(n: AdminNotification, people: Directory): Html {
   return html`<section class="notification" aria-labelledby="n-${n.id}">
     <h2 id="n-${n.id}">${n.event_type} <span class="code">${n.id}</span></h2>
     ${details([
@@ -66,7 +67,7 @@ function notificationSection(n: AdminNotification): Html {
       [
         'Recipient',
         n.recipient_id
-          ? html`<a href="${href('/notifications', { user: n.recipient_id })}">${n.recipient_id}</a>`
+          ? html`<a href="${href('/notifications', { user: n.recipient_id })}">${person(n.recipient_id, people, true)}</a>`
           : n.segment_id
             ? `segment ${n.segment_id}`
             : '—',
@@ -75,7 +76,7 @@ function notificationSection(n: AdminNotification): Html {
       ['Priority', n.priority],
       ['Template', html`<a href="${href(`/templates/${encodeURIComponent(n.template_id)}`)}">${n.template_id}</a>`],
       ['Channels asked for', n.requested_channels.length > 0 ? n.requested_channels.join(', ') : 'the type’s defaults'],
-      ['Sent by', html`<code>${n.caller}</code>`],
+      ['Sent by', person(n.caller, people)],
       ['Campaign', n.campaign_id ?? '—'],
       ['Created', timeEl(n.created_at)],
     ])}
@@ -97,7 +98,9 @@ async function lookupPage(ctx: PageContext): Promise<PageResult> {
       status = 422;
     } else {
       const n = await getNotification(ctx.api.notifier, id.toLowerCase());
-      results = n ? notificationSection(n) : html`<p class="empty" role="status">No notification has the id ${id}.</p>`;
+      results = n
+        ? notificationSection(n, await directoryFor(ctx.api.identity, [n.recipient_id, n.caller], true))
+        : html`<p class="empty" role="status">No notification has the id ${id}.</p>`;
     }
   } else if (user !== '') {
     const r = await formCall(() => notificationsOf(ctx.api.notifier, user, { cursor, limit: 20 }));
@@ -106,8 +109,9 @@ async function lookupPage(ctx: PageContext): Promise<PageResult> {
       status = 422;
     } else {
       const list = r.value.notifications;
-      results = html`<h2>Notifications to ${user}, newest first</h2>
-        ${list.length === 0 ? html`<p class="empty" role="status">Nothing was sent to ${user} (a campaign’s sends are under the campaign).</p>` : list.map(notificationSection)}
+      const people = await directoryFor(ctx.api.identity, [user, ...list.map((n) => n.caller)], true);
+      results = html`<h2>Notifications to ${person(user, people, true)}, newest first</h2>
+        ${list.length === 0 ? html`<p class="empty" role="status">Nothing was sent to ${user} (a campaign’s sends are under the campaign).</p>` : list.map((n) => notificationSection(n, people))}
         ${r.value.next_cursor && html`<p><a href="${href('/notifications', { user, cursor: r.value.next_cursor })}" rel="next">Older</a></p>`}`;
     }
   }

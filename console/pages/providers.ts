@@ -18,6 +18,7 @@ import {
   type RampView,
 } from '../api/notifier-providers.js';
 import type { ConsolePage, PageContext, PageResult } from '../page.js';
+import { directoryFor, person, type Directory } from '../people.js';
 import { formCall, timeEl } from './ops-format.js';
 
 const CHANNELS: readonly RampChannel[] = ['push', 'email', 'sms'];
@@ -62,7 +63,7 @@ export function rampChangeOf(view: RampView, form: URLSearchParams): { weights?:
   return out;
 }
 
-function channelSection(ctx: PageContext, v: RampView, typed?: Typed, problem?: ApiProblem): Html {
+function channelSection(ctx: PageContext, v: RampView, people: Directory, typed?: Typed, problem?: ApiProblem): Html {
   const ramped = v.providers.filter((p) => p.role !== 'secondary');
   const hasNew = v.providers.some((p) => p.role === 'new');
   // A problem about the weights as a whole (they must add up to 100, name both providers).
@@ -120,7 +121,10 @@ ${field({
     })}
     ${details([
       ['Shadow share', `${v.shadow_percent}%`],
-      ['Last changed', v.updated_at === null ? 'never' : html`${timeEl(v.updated_at)} by ${v.updated_by ?? 'unknown'}`],
+      [
+        'Last changed',
+        v.updated_at === null ? 'never' : html`${timeEl(v.updated_at)} by ${v.updated_by ? person(v.updated_by, people) : 'unknown'}`,
+      ],
     ])}
     ${form}
     <p><a href="${href(`/providers/${v.channel}/history`)}">History of ${CHANNEL_WORD[v.channel]} changes</a></p>
@@ -129,6 +133,10 @@ ${field({
 
 async function overview(ctx: PageContext, refused?: { channel: RampChannel; typed: Typed; problem: ApiProblem }): Promise<PageResult> {
   const views = await listRamps(ctx.api.notifier);
+  const people = await directoryFor(
+    ctx.api.identity,
+    views.map((v) => v.updated_by),
+  );
   return ctx.render({
     title: 'Provider weights',
     ...(refused ? { status: 422, problem: refused.problem } : {}),
@@ -136,7 +144,7 @@ async function overview(ctx: PageContext, refused?: { channel: RampChannel; type
         A new provider is ramped in beside a channel's old one: its share of live deliveries moves by these weights (sticky per delivery), a
         shadow share measures it without reaching users, and the old provider stays its failover.
       </p>
-      ${views.map((v) => (refused && refused.channel === v.channel ? channelSection(ctx, v, refused.typed, refused.problem) : channelSection(ctx, v)))}`,
+      ${views.map((v) => (refused && refused.channel === v.channel ? channelSection(ctx, v, people, refused.typed, refused.problem) : channelSection(ctx, v, people)))}`,
   });
 }
 
@@ -174,6 +182,10 @@ export const providersPage: ConsolePage = {
       }
       const [view, changes] = await Promise.all([getRamp(ctx.api.notifier, channel), listRampChanges(ctx.api.notifier, channel, 100)]);
       const newName = view.providers.find((p) => p.role === 'new')?.name ?? 'new provider';
+      const people = await directoryFor(
+        ctx.api.identity,
+        changes.map((c) => c.changed_by),
+      );
       return ctx.render({
         title: `${CHANNEL_TEXT[channel]} provider changes`,
         body: html`${table<RampChange>({
@@ -183,7 +195,7 @@ export const providersPage: ConsolePage = {
             rows: changes,
             columns: [
               { header: 'When', rowHeader: true, cell: (c) => timeEl(c.changed_at) },
-              { header: 'By', cell: (c) => c.changed_by },
+              { header: 'By', cell: (c) => person(c.changed_by, people) },
               { header: 'Share', numeric: true, cell: (c) => `${c.previous_weight_percent}% → ${c.weight_percent}%` },
               { header: 'Shadow', numeric: true, cell: (c) => `${c.previous_shadow_percent}% → ${c.shadow_percent}%` },
             ],

@@ -25,6 +25,7 @@ import {
 } from '../api/notifier-segments.js';
 import type { UploadedFile } from '../multipart.js';
 import type { ConsolePage, PageContext, PageResult } from '../page.js';
+import { directoryFor, person } from '../people.js';
 import { count, formCall, timeEl } from './ops-format.js';
 
 /**
@@ -154,6 +155,10 @@ async function listPage(
 ): Promise<PageResult> {
   const cursor = ctx.request.query.get('cursor') ?? undefined;
   const page = await listSegments(ctx.api.notifier, { limit: 100, ...(cursor ? { cursor } : {}) });
+  const people = await directoryFor(
+    ctx.api.identity,
+    page.segments.map((x) => x.updated_by),
+  );
   return ctx.render({
     title: 'Segments',
     ...(refused ? { status: 422, problem: refused.kind === 'upload' ? refused.state.problem : refused.problem } : {}),
@@ -171,7 +176,7 @@ async function listPage(
             numeric: true,
             cell: (s) => (s.size === null ? html`<span title="counted when the segment is opened">live rule</span>` : count(s.size)),
           },
-          { header: 'Updated', cell: (s) => html`${timeEl(s.updated_at)}${s.updated_by ? ` by ${s.updated_by}` : ''}` },
+          { header: 'Updated', cell: (s) => html`${timeEl(s.updated_at)}${s.updated_by ? html` by ${person(s.updated_by, people)}` : ''}` },
         ],
       })}
       ${page.next_cursor !== undefined && html`<p><a rel="next" href="${href('/segments', { cursor: page.next_cursor })}">More segments</a></p>`}
@@ -202,6 +207,7 @@ async function segmentPage(
     { kind: 'upload'; state: UploadFormState } | { kind: 'rule'; form: RuleForm; problem: ApiProblem } | { kind: 'delete'; error: string },
 ): Promise<PageResult> {
   const versions = s.kind === 'list' ? await listVersions(ctx.api.notifier, s.id, 20) : [];
+  const people = await directoryFor(ctx.api.identity, [s.updated_by, ...versions.map((v) => v.created_by)]);
   const rule = s.rule ?? {};
   const change =
     s.kind === 'list'
@@ -242,7 +248,7 @@ async function segmentPage(
               ['Tags', (rule.tags ?? []).join(', ')],
             ] as const)
           : []),
-        ['Updated', html`${timeEl(s.updated_at)}${s.updated_by ? ` by ${s.updated_by}` : ''}`],
+        ['Updated', html`${timeEl(s.updated_at)}${s.updated_by ? html` by ${person(s.updated_by, people)}` : ''}`],
       ])}
       ${
         s.kind === 'list' &&
@@ -254,7 +260,7 @@ async function segmentPage(
             { header: 'Version', rowHeader: true, cell: (v) => v.version },
             { header: 'State', cell: (v) => html`<span data-state="${v.state}">${v.state}</span>${v.purged ? ' (members deleted)' : ''}` },
             { header: 'Members', numeric: true, cell: (v) => count(v.size) },
-            { header: 'Uploaded by', cell: (v) => v.created_by ?? '' },
+            { header: 'Uploaded by', cell: (v) => person(v.created_by, people) },
             { header: 'Started', cell: (v) => timeEl(v.created_at) },
             { header: 'Completed', cell: (v) => timeEl(v.completed_at) },
           ],

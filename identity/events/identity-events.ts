@@ -78,10 +78,13 @@ export function createIdentityEvents(config: IdentityEventsConfig, deps: Identit
       signal.poke();
     },
   });
+  const projectors = identityProjectors({ warehouseWindowMs: config.warehouseWindowMs });
+  // Each projector's dead-letter count exists from the start, at 0 (a dashboard shows 0, not no data).
+  for (const p of projectors) metrics.deadLettered.inc({ projector: p.name }, 0);
   runner = new ProjectionRunner({
     pool,
     store,
-    projectors: identityProjectors({ warehouseWindowMs: config.warehouseWindowMs }),
+    projectors,
     clock,
     log,
     metrics,

@@ -23,10 +23,14 @@ import {
   type DpopError,
   type DpopNonces,
 } from '../../shared/dpop/index.js';
-import { ENV } from '../../shared/env.js';
+import { SHARED_ENV } from '../../shared/env.js';
+import { IDENTITY_ENV } from '../env.js';
 import type { RequestContext } from '../../shared/http.js';
 import { PgReplayStore, nonceSecret } from '../tokens/dpop-store.js';
 import { OAuthError } from './oauth-error.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...IDENTITY_ENV };
 
 /** Add these to identity/config.ts's `pick` list. */
 export const DPOP_CONFIG_VARS = ['IDENTITY_DPOP_NONCE', 'DPOP_IAT_WINDOW'] as const;

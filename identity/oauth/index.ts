@@ -30,11 +30,13 @@
  * | GET | /.well-known/jwks.json | public signing keys |
  * | GET, POST, DELETE | /auth/admin/clients[/:id[/secret]] | client registry (admin) |
  * | GET, POST | /auth/admin/keys, /auth/admin/keys/:kid/revoke | signing keys; emergency revocation (admin) |
+ * | GET | /auth/admin/users?id=… | who some user ids are: e-mail, name, role (admin; accounts/admin-users.ts) |
  */
 import { route, type EdgeOptions, type Handler, type HealthCheck } from '../../shared/http.js';
 import type { TemplatedApp } from '../../shared/uws.js';
 import { adminClientRoutes } from '../clients/admin-endpoint.js';
 import { adminKeyRoutes } from '../keys/admin-endpoint.js';
+import { adminUserRoutes } from '../accounts/admin-users.js';
 import { watchSigningKeys } from '../keys/key-watch.js';
 import { authorizeGet, authorizePost } from './authorize-endpoint.js';
 import { deviceAuthorizationEndpoint, devicePageGet, devicePagePost } from './device-endpoint.js';
@@ -94,6 +96,7 @@ export function registerOAuthRoutes(app: TemplatedApp, edge: EdgeOptions, rt: OA
   add('get', PATHS.revocationList, revocationListEndpoint(rt.revocations));
   for (const r of adminClientRoutes(rt)) add(r.method, r.pattern, r.handler);
   for (const r of adminKeyRoutes(rt)) add(r.method, r.pattern, r.handler);
+  for (const r of adminUserRoutes(rt)) add(r.method, r.pattern, r.handler);
 }
 
 /** The /readyz check of the authorization server: ready once a signing key is loaded (startOAuth loads it). */

@@ -11,9 +11,12 @@ export interface OAuthMetrics {
   tokenRevocations: Counter<'token_type'>;
 }
 
+/** The alerts `securityAlerts` counts; their series exist from the start, at 0. */
+const SECURITY_ALERTS = ['RefreshTokenReuseDetected', 'AuthorizationCodeReuseDetected'];
+
 export function createOAuthMetrics(registry: Registry | undefined): OAuthMetrics {
   const registers = registry ? [registry] : [];
-  return {
+  const metrics: OAuthMetrics = {
     tokensIssued: new Counter({
       name: 'identity_tokens_issued_total',
       help: 'Token responses issued by /token, by grant type',
@@ -45,4 +48,8 @@ export function createOAuthMetrics(registry: Registry | undefined): OAuthMetrics
       registers,
     }),
   };
+  // A dashboard shows "no alerts" as 0 instead of no data (Prometheus: initialise the label values
+  // known in advance).
+  for (const type of SECURITY_ALERTS) metrics.securityAlerts.inc({ type }, 0);
+  return metrics;
 }

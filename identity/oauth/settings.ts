@@ -1,12 +1,16 @@
 /**
- * The authorization server's configuration: the variables it reads (shared/env.ts, section
+ * The authorization server's configuration: the variables it reads (identity/env.ts, section
  * "identity: oauth", plus the token variables it shares with the verifiers) and the settings the
  * endpoints use, derived once.
  */
 import { pick, type ConfigOf } from '../../shared/config.js';
-import { ENV } from '../../shared/env.js';
+import { SHARED_ENV } from '../../shared/env.js';
+import { IDENTITY_ENV } from '../env.js';
 import type { ThrottleLimits } from '../accounts/login-throttle.js';
 import type { RotationPolicy, SigningAlg } from '../keys/key-schedule.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...IDENTITY_ENV };
 
 /** Add these to identity/config.ts's `pick` list. */
 export const OAUTH_CONFIG_VARS = [

@@ -12,7 +12,13 @@
  * refill time (burst / rate × interval) and live evictions stay at 0. The key strings themselves
  * are not kept, so the eviction callback is told only whether the eviction was live.
  *
- * Global buckets are few and never evicted: they live in a plain map by name.
+ * Global buckets are few and never evicted: they live in a plain map by name (over shared memory,
+ * in a small table of their own that refuses a name beyond its bound rather than evict one).
+ *
+ * Over shared memory (`shared`, from `createSharedCounters` in shared-counters.ts) the same store
+ * decides on counters every worker thread attached to them shares: each admission takes the
+ * shared lock around reading the clock, deciding and charging, so N threads enforce one limit
+ * exactly. Without `shared` nothing is locked and nothing changes on the single-thread path.
  *
  * The same store, built with scaled limits, serves as the sidecar's local emergency cap while the
  * shared store is down.
@@ -20,6 +26,7 @@
 import type { Clock } from '../../shared/clock.js';
 import type { AdmitRequest, AdmitResult, CounterStore } from './counter-store.js';
 import { CounterTable } from './counter-table.js';
+import { lock, lockWord, offsets, unlock, type SharedCounters } from './shared-counters.js';
 import { decide, newAdmission, type Bucket } from './decide.js';
 import type { AlgorithmCode, BucketState, Step } from './limit.js';
 
@@ -38,6 +45,11 @@ export interface MemoryCounterStoreOptions {
    * back to rest by itself, so the eviction handed the subject a fresh bucket early. Keep it cheap.
    */
   onEvict?: (live: boolean) => void;
+  /**
+   * Decide on counters shared with other threads (createSharedCounters); `maxKeys` and
+   * `initialCapacity` are then the shared bound's. `close()` leaves shared counters to the others.
+   */
+  shared?: SharedCounters | undefined;
 }
 
 export const DEFAULT_MAX_KEYS = 1_000_000;
@@ -71,6 +83,10 @@ export class MemoryCounterStore implements CounterStore {
   readonly #clock: Clock;
   readonly #table: CounterTable;
   readonly #globals = new Map<string, Entry>();
+  /** Shared memory only: the lock word, and the global buckets' table. */
+  readonly #lock: Int32Array | undefined;
+  readonly #gtable: CounterTable | undefined;
+  readonly #gstate: BucketState = { alg: 1, a: 0, b: 0, c: 0 };
   // Scratch reused by every call: the store is synchronous, so one set is enough.
   readonly #key: Bucket = { params: undefined as never, state: undefined };
   readonly #global: Bucket = { params: undefined as never, state: undefined };
@@ -81,7 +97,28 @@ export class MemoryCounterStore implements CounterStore {
     const max = opts.maxKeys ?? DEFAULT_MAX_KEYS;
     if (!Number.isSafeInteger(max) || max < 1) throw new RangeError(`MemoryCounterStore: maxKeys must be a positive integer, got ${max}`);
     this.#clock = opts.clock;
-    this.#table = new CounterTable({ maxKeys: max, initialCapacity: opts.initialCapacity, onEvict: opts.onEvict });
+    const sh = opts.shared;
+    if (sh === undefined) {
+      this.#table = new CounterTable({ maxKeys: max, initialCapacity: opts.initialCapacity, onEvict: opts.onEvict });
+    } else {
+      const o = offsets(sh);
+      this.#table = new CounterTable({
+        maxKeys: sh.maxKeys,
+        onEvict: opts.onEvict,
+        shared: { buffer: sh.buffer, byteOffset: o.keys, init: false },
+      });
+      this.#gtable = new CounterTable({
+        maxKeys: sh.maxGlobals,
+        evict: false,
+        shared: { buffer: sh.buffer, byteOffset: o.globals, init: false },
+      });
+      this.#lock = lockWord(sh);
+    }
+  }
+
+  /** Whether the counters are shared with other threads. */
+  get shared(): boolean {
+    return this.#lock !== undefined;
   }
 
   /** Subject buckets evicted to stay within `maxKeys`. */
@@ -101,10 +138,29 @@ export class MemoryCounterStore implements CounterStore {
 
   /** True when a bucket is held for `key` (does not count as a use for the LRU order). */
   has(key: string): boolean {
-    return this.#table.peek(key) >= 0;
+    const l = this.#lock;
+    if (l === undefined) return this.#table.peek(key) >= 0;
+    lock(l);
+    try {
+      return this.#table.peek(key) >= 0;
+    } finally {
+      unlock(l);
+    }
   }
 
   admit(req: AdmitRequest): AdmitResult {
+    const l = this.#lock;
+    if (l === undefined) return this.#admit(req);
+    // The clock is read under the lock too: successive holders see time in order.
+    lock(l);
+    try {
+      return this.#admit(req);
+    } finally {
+      unlock(l);
+    }
+  }
+
+  #admit(req: AdmitRequest): AdmitResult {
     const now = this.#clock.now();
     const t = this.#table;
     const slot = t.get(req.key);
@@ -121,12 +177,30 @@ export class MemoryCounterStore implements CounterStore {
     }
     let gb: Bucket | undefined;
     let gEntry: Entry | undefined;
+    let gslot = -1;
     const g = req.global;
+    const gt = this.#gtable;
     if (g !== undefined) {
-      gEntry = this.#globals.get(g.name);
       gb = this.#global;
       gb.params = g.limit;
-      gb.state = gEntry;
+      if (gt === undefined) {
+        gEntry = this.#globals.get(g.name);
+        gb.state = gEntry;
+      } else {
+        gslot = gt.get(g.name);
+        if (gslot >= 0) {
+          const gs = this.#gstate;
+          gs.alg = gt.alg[gslot] as AlgorithmCode;
+          gs.a = gt.a[gslot]!;
+          gs.b = gt.b[gslot]!;
+          gs.c = gt.c[gslot]!;
+          gb.state = gs;
+        } else {
+          // Checked before anything is charged: both buckets or neither.
+          if (gt.size >= gt.maxKeys) throw new RangeError(`MemoryCounterStore: more than ${gt.maxKeys} global buckets in shared counters`);
+          gb.state = undefined;
+        }
+      }
     }
     const a = decide(kb, gb, now, req.cost, this.#adm);
     if (a.allowed) {
@@ -139,7 +213,15 @@ export class MemoryCounterStore implements CounterStore {
       t.c[s] = ns.c;
       t.rest[s] = a.key.resetAtMs;
       if (g !== undefined) {
-        if (gEntry === undefined) this.#globals.set(g.name, new Entry(a.global));
+        if (gt !== undefined) {
+          const s = gslot < 0 ? gt.insert(g.name, now) : gslot;
+          const gs = a.global.newState;
+          gt.alg[s] = gs.alg;
+          gt.a[s] = gs.a;
+          gt.b[s] = gs.b;
+          gt.c[s] = gs.c;
+          gt.rest[s] = a.global.resetAtMs;
+        } else if (gEntry === undefined) this.#globals.set(g.name, new Entry(a.global));
         else store(gEntry, a.global);
       }
     }
@@ -153,18 +235,26 @@ export class MemoryCounterStore implements CounterStore {
     };
   }
 
-  /** Forgets every bucket (not counted as evictions). */
+  /** Forgets every bucket (not counted as evictions); shared counters: every thread's. */
   clear(): void {
-    this.#table.clear();
-    this.#globals.clear();
+    const l = this.#lock;
+    if (l !== undefined) lock(l);
+    try {
+      this.#table.clear();
+      this.#gtable?.clear();
+      this.#globals.clear();
+    } finally {
+      if (l !== undefined) unlock(l);
+    }
   }
 
   ready(): Promise<void> {
     return Promise.resolve();
   }
 
+  /** Forgets this store's buckets; shared counters stay as they are for the other threads. */
   close(): Promise<void> {
-    this.clear();
+    if (this.#lock === undefined) this.clear();
     return Promise.resolve();
   }
 }

@@ -34,7 +34,18 @@
  *   - The index position mixes the fingerprint with another random per-table seed, so digests
  *     ground offline for a common position cannot flood a probe sequence.
  *
- * Not thread-safe, synchronous, no allocation per call (growth aside).
+ * Shared memory (`shared`): the same table over one region of a `SharedArrayBuffer`, so worker
+ * threads decide on one set of counters (shared-counters.ts). Every scalar (size, the recency
+ * list's head and tail, the eviction counts, the seeds, the bound) lives in the region's header, so
+ * a thread attached to the region sees the same table; only the last fingerprint computed is kept
+ * per thread (it depends on the key and the shared seeds alone, so it is valid in every thread).
+ * A shared table is laid out at its bound at once and never grows (a region cannot be reallocated
+ * under another thread); the OS commits its pages as they are first written, so the memory it
+ * takes grows with the subjects held, not with `maxKeys` (README, "Counters shared by worker
+ * threads", has the measured RSS). The table itself takes no lock: its caller holds one around
+ * each use (the shared store's lock, shared-counters.ts).
+ *
+ * Not thread-safe by itself, synchronous, no allocation per call (growth aside).
  */
 import { randomBytes } from 'node:crypto';
 
@@ -53,6 +64,35 @@ export interface CounterTableOptions {
    * random per table by default.
    */
   seed?: readonly number[];
+  /**
+   * Lay the table out in `buffer` from `byteOffset` (8-aligned, {@link sharedTableBytes} bytes)
+   * at its bound, instead of in arrays of its own. `init`: write a fresh, empty table there (the
+   * seeds included); otherwise attach to the table another thread wrote (its seeds, its bound:
+   * `maxKeys` must be the same).
+   */
+  shared?: { buffer: SharedArrayBuffer; byteOffset: number; init: boolean } | undefined;
+  /**
+   * `false`: a full table refuses a new key (`insert` returns −1) instead of evicting one (the
+   * global buckets: few, never evicted). Default true.
+   */
+  evict?: boolean;
+}
+
+// The header: every scalar of the table, so threads sharing the table share them.
+const H_SIZE = 0; // Int32: subjects held
+const H_HEAD = 1; // Int32: most recently used slot, −1 when empty
+const H_TAIL = 2; // Int32: least recently used slot, −1 when empty
+const H_MAX = 3; // Int32: maxKeys (checked on attach)
+const H_SEED = 4; // Int32 × 8: the seeds
+const HF_EVICTIONS = 6; // Float64 (bytes 48..55): evictions
+const HF_LIVE = 7; // Float64 (bytes 56..63): live evictions
+const HEADER_BYTES = 64;
+
+const align8 = (n: number): number => (n + 7) & ~7;
+
+/** Bytes a shared table of `maxKeys` subjects takes (header, columns and index). */
+export function sharedTableBytes(maxKeys: number): number {
+  return HEADER_BYTES + maxKeys * (4 * 8 + 16 + 4 + 4) + indexSizeFor(maxKeys) * 4 + align8(maxKeys);
 }
 
 /** The largest `maxKeys`: slots and index positions stay within an Int32. */
@@ -104,14 +144,10 @@ function fmix(h: number): number {
 
 export class CounterTable {
   readonly maxKeys: number;
-  /** Subjects held. */
-  size = 0;
   /** Slots allocated (size ≤ capacity ≤ maxKeys). */
   capacity: number;
-  /** Subjects evicted to stay within `maxKeys`. */
-  evictions = 0;
-  /** Of those, the ones evicted before they were back at rest. */
-  liveEvictions = 0;
+  /** Whether the table lives in shared memory. */
+  readonly shared: boolean;
 
   // The state columns, indexed by slot. Replaced when the table grows: read them through the
   // table on each use, never keep a reference across an insert.
@@ -127,11 +163,12 @@ export class CounterTable {
   /** Slot + 1 at each position, 0 for empty (so a fresh, zeroed array is an empty index). */
   #index: Int32Array;
   #mask: number;
-  /** Most and least recently used slots, −1 when empty. */
-  #head = -1;
-  #tail = -1;
+  /** The header's scalars (H_*), and its eviction counts (HF_*), in shared memory when shared. */
+  readonly #h: Int32Array;
+  readonly #hf: Float64Array;
 
   readonly #initial: number;
+  readonly #evict: boolean;
   readonly #onEvict: ((live: boolean) => void) | undefined;
   readonly #s0: number;
   readonly #s1: number;
@@ -159,30 +196,92 @@ export class CounterTable {
       throw new RangeError(`CounterTable: initialCapacity must be a positive integer, got ${initial}`);
     }
     this.maxKeys = max;
-    this.#initial = Math.min(initial, max);
     this.#onEvict = opts.onEvict;
-    const r = randomBytes(32);
-    const seed = opts.seed ?? Array.from({ length: 8 }, (_, i) => r.readUInt32LE(i * 4));
-    if (seed.length !== 8) throw new RangeError('CounterTable: seed must be eight 32-bit words');
-    this.#s0 = seed[0]! >>> 0;
-    this.#s1 = seed[1]! >>> 0;
-    this.#s2 = seed[2]! >>> 0;
-    this.#s3 = seed[3]! >>> 0;
-    this.#l0 = seed[4]! | 0;
-    this.#l1 = seed[5]! | 0;
-    this.#l2 = seed[6]! | 0;
-    this.#l3 = seed[7]! | 0;
+    this.#evict = opts.evict ?? true;
+    const sh = opts.shared;
+    this.shared = sh !== undefined;
+    // A shared table is laid out at its bound: it cannot be reallocated under another thread.
+    this.#initial = sh ? max : Math.min(initial, max);
+    const hbuf = sh ? sh.buffer : new ArrayBuffer(HEADER_BYTES);
+    const hoff = sh ? sh.byteOffset : 0;
+    if (sh && (hoff % 8 !== 0 || hoff + sharedTableBytes(max) > sh.buffer.byteLength)) {
+      throw new RangeError(`CounterTable: the shared region at ${hoff} does not hold ${max} keys`);
+    }
+    this.#h = new Int32Array(hbuf, hoff, HEADER_BYTES / 4);
+    this.#hf = new Float64Array(hbuf, hoff, HEADER_BYTES / 8);
+    const h = this.#h;
+    if (sh && !sh.init) {
+      if (h[H_MAX] !== max) throw new RangeError(`CounterTable: the shared table holds ${h[H_MAX]} keys, not ${max}`);
+    } else {
+      const r = randomBytes(32);
+      const seed = opts.seed ?? Array.from({ length: 8 }, (_, i) => r.readUInt32LE(i * 4));
+      if (seed.length !== 8) throw new RangeError('CounterTable: seed must be eight 32-bit words');
+      for (let i = 0; i < 8; i++) h[H_SEED + i] = seed[i]! | 0;
+      h[H_SIZE] = 0;
+      h[H_HEAD] = -1;
+      h[H_TAIL] = -1;
+      h[H_MAX] = max;
+      this.#hf[HF_EVICTIONS] = 0;
+      this.#hf[HF_LIVE] = 0;
+    }
+    this.#s0 = h[H_SEED]! >>> 0;
+    this.#s1 = h[H_SEED + 1]! >>> 0;
+    this.#s2 = h[H_SEED + 2]! >>> 0;
+    this.#s3 = h[H_SEED + 3]! >>> 0;
+    this.#l0 = h[H_SEED + 4]! | 0;
+    this.#l1 = h[H_SEED + 5]! | 0;
+    this.#l2 = h[H_SEED + 6]! | 0;
+    this.#l3 = h[H_SEED + 7]! | 0;
     this.capacity = this.#initial;
-    this.alg = new Uint8Array(this.capacity);
-    this.a = new Float64Array(this.capacity);
-    this.b = new Float64Array(this.capacity);
-    this.c = new Float64Array(this.capacity);
-    this.rest = new Float64Array(this.capacity);
-    this.#fp = new Uint32Array(this.capacity * 4);
-    this.#prev = new Int32Array(this.capacity);
-    this.#next = new Int32Array(this.capacity);
-    this.#index = new Int32Array(indexSizeFor(this.capacity));
+    const cap = this.capacity;
+    if (sh) {
+      const b = sh.buffer;
+      let o = hoff + HEADER_BYTES;
+      const f64 = (): Float64Array => {
+        const v = new Float64Array(b, o, cap);
+        o += cap * 8;
+        return v;
+      };
+      this.a = f64();
+      this.b = f64();
+      this.c = f64();
+      this.rest = f64();
+      this.#fp = new Uint32Array(b, o, cap * 4);
+      o += cap * 16;
+      this.#prev = new Int32Array(b, o, cap);
+      o += cap * 4;
+      this.#next = new Int32Array(b, o, cap);
+      o += cap * 4;
+      this.#index = new Int32Array(b, o, indexSizeFor(cap));
+      o += this.#index.byteLength;
+      this.alg = new Uint8Array(b, o, cap);
+    } else {
+      this.alg = new Uint8Array(cap);
+      this.a = new Float64Array(cap);
+      this.b = new Float64Array(cap);
+      this.c = new Float64Array(cap);
+      this.rest = new Float64Array(cap);
+      this.#fp = new Uint32Array(cap * 4);
+      this.#prev = new Int32Array(cap);
+      this.#next = new Int32Array(cap);
+      this.#index = new Int32Array(indexSizeFor(cap));
+    }
     this.#mask = this.#index.length - 1;
+  }
+
+  /** Subjects held. */
+  get size(): number {
+    return this.#h[H_SIZE]!;
+  }
+
+  /** Subjects evicted to stay within `maxKeys`. */
+  get evictions(): number {
+    return this.#hf[HF_EVICTIONS]!;
+  }
+
+  /** Of those, the ones evicted before they were back at rest. */
+  get liveEvictions(): number {
+    return this.#hf[HF_LIVE]!;
   }
 
   /** The slot of `key`, marked most recently used; −1 when absent. */
@@ -203,7 +302,8 @@ export class CounterTable {
   /**
    * The slot for `key`, added as most recently used when absent (its state columns then hold
    * whatever the slot held before: the caller writes them). When the table is full the least
-   * recently used subject is evicted first; `now` (epoch ms) tells whether it was live.
+   * recently used subject is evicted first; `now` (epoch ms) tells whether it was live. A full
+   * table built with `evict: false` returns −1 instead.
    */
   insert(key: string, now: number): number {
     if (key !== this.#lastKey) this.#fingerprint(key);
@@ -212,16 +312,22 @@ export class CounterTable {
       this.#touch(found);
       return found;
     }
+    const h = this.#h;
     let s: number;
     let evicted = false;
     let live = false;
-    if (this.size < this.capacity) {
-      s = this.size++;
+    const size = h[H_SIZE]!;
+    if (size < this.capacity) {
+      s = size;
+      h[H_SIZE] = size + 1;
     } else if (this.capacity < this.maxKeys) {
       this.#grow(Math.min(this.maxKeys, this.capacity * 2));
-      s = this.size++;
+      s = size;
+      h[H_SIZE] = size + 1;
+    } else if (!this.#evict) {
+      return -1;
     } else {
-      s = this.#tail;
+      s = h[H_TAIL]!;
       evicted = true;
       live = this.rest[s]! > now;
       this.#unindex(s);
@@ -236,8 +342,9 @@ export class CounterTable {
     this.#place(s);
     this.#pushHead(s);
     if (evicted) {
-      this.evictions++;
-      if (live) this.liveEvictions++;
+      const hf = this.#hf;
+      hf[HF_EVICTIONS] = hf[HF_EVICTIONS]! + 1;
+      if (live) hf[HF_LIVE] = hf[HF_LIVE]! + 1;
       this.#onEvict?.(live);
     }
     return s;
@@ -246,16 +353,24 @@ export class CounterTable {
   /** Slots from most to least recently used (tests and diagnostics; allocates). */
   recency(): number[] {
     const out: number[] = [];
-    for (let s = this.#head; s >= 0; s = this.#next[s]!) out.push(s);
+    for (let s = this.#h[H_HEAD]!; s >= 0; s = this.#next[s]!) out.push(s);
     return out;
   }
 
-  /** Forgets every subject (not counted as evictions) and goes back to the initial allocation. */
+  /**
+   * Forgets every subject (not counted as evictions) and goes back to the initial allocation (a
+   * shared table empties its index in place).
+   */
   clear(): void {
-    this.size = 0;
-    this.#head = -1;
-    this.#tail = -1;
+    const h = this.#h;
+    h[H_SIZE] = 0;
+    h[H_HEAD] = -1;
+    h[H_TAIL] = -1;
     this.#lastKey = undefined;
+    if (this.shared) {
+      this.#index.fill(0);
+      return;
+    }
     this.capacity = 0;
     this.#grow(this.#initial);
   }
@@ -395,7 +510,7 @@ export class CounterTable {
   }
 
   #touch(s: number): void {
-    if (s === this.#head) return;
+    if (s === this.#h[H_HEAD]) return;
     this.#unlink(s);
     this.#pushHead(s);
   }
@@ -404,23 +519,23 @@ export class CounterTable {
     const p = this.#prev[s]!;
     const n = this.#next[s]!;
     if (p >= 0) this.#next[p] = n;
-    else this.#head = n;
+    else this.#h[H_HEAD] = n;
     if (n >= 0) this.#prev[n] = p;
-    else this.#tail = p;
+    else this.#h[H_TAIL] = p;
   }
 
   #pushHead(s: number): void {
-    const h = this.#head;
+    const head = this.#h[H_HEAD]!;
     this.#prev[s] = -1;
-    this.#next[s] = h;
-    if (h >= 0) this.#prev[h] = s;
-    else this.#tail = s;
-    this.#head = s;
+    this.#next[s] = head;
+    if (head >= 0) this.#prev[head] = s;
+    else this.#h[H_TAIL] = s;
+    this.#h[H_HEAD] = s;
   }
 
   /** Reallocates every array for `cap` slots, keeping the first `size`, and rebuilds the index. */
   #grow(cap: number): void {
-    const n = this.size;
+    const n = this.#h[H_SIZE]!;
     const keep = <T extends Uint8Array | Float64Array | Uint32Array | Int32Array>(old: T, fresh: T, per = 1): T => {
       if (n > 0) fresh.set(old.subarray(0, n * per));
       return fresh;

@@ -26,6 +26,7 @@ export {
   type GlobalBucket,
 } from './counter-store.js';
 export { DEFAULT_MAX_KEYS, MemoryCounterStore, type MemoryCounterStoreOptions } from './counter-store.memory.js';
+export { createSharedCounters, DEFAULT_MAX_GLOBALS, type SharedCounters, type SharedCountersOptions } from './shared-counters.js';
 export {
   checkShardable,
   DEFAULT_CLUSTER_SHARDS,

@@ -107,7 +107,7 @@ export async function startControlPlane(config: ControlPlaneConfig, log: Logger,
       sync.advanced();
     },
   });
-  const sync = new SyncService({ mirror, sidecars, auth, metrics, log, clock, heartbeatMs: config.CONTROL_PLANE_HEARTBEAT });
+  const sync = new SyncService({ mirror, store, sidecars, auth, metrics, log, clock, heartbeatMs: config.CONTROL_PLANE_HEARTBEAT });
   const admin = new QuotaAdmin({ store, mirror, sidecars, log, defaultAckTimeoutMs: config.CONTROL_PLANE_ACK_TIMEOUT });
   const presence = new Presence({ pool, registry: sidecars, replica, announceMs: config.CONTROL_PLANE_HEARTBEAT, log, clock });
   sidecars.observe(presence);

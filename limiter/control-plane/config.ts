@@ -1,6 +1,10 @@
-/** The environment variables the quota control plane reads (documented in shared/env.ts and the README). */
+/** The environment variables the quota control plane reads (declared in env.ts beside this file, or shared/env.ts when another process reads them too; all in the README). */
 import { pick } from '../../shared/config.js';
-import { ENV } from '../../shared/env.js';
+import { SHARED_ENV } from '../../shared/env.js';
+import { CONTROL_PLANE_ENV } from './env.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...CONTROL_PLANE_ENV };
 
 export const controlPlaneConfig = pick(ENV, [
   'LOG_LEVEL',

@@ -9,15 +9,25 @@
  *   previous message on that stream, so the deltas chain exactly.
  * - `Snapshot(since_version)`: the same first message, for polling.
  * - `Ack(sidecar_id, version)`: the sidecar applied `version`; releases writes waiting for it.
+ * - `Lookup(subject_ids)`: the records of keys a sidecar does not hold, read from the quotas
+ *   table's primary key with the version they were read at (one batch per sidecar event-loop turn).
  *
- * A sidecar counts as connected while it has a Watch stream open here. Everything is served from
- * memory, so the sync service keeps working, at the last version read, while PostgreSQL is down.
+ * A sidecar counts as connected while it has a Watch stream open here. Watch, Snapshot and Ack are
+ * served from memory, so they keep working, at the last version read, while PostgreSQL is down;
+ * Lookup needs PostgreSQL and answers UNAVAILABLE without it (the sidecar then refuses the keys it
+ * does not hold: an outage never makes a key exist).
  */
 import { create } from '@bufbuild/protobuf';
 import type * as grpc from '@grpc/grpc-js';
-import { AckResponseSchema, type QuotaSyncService, type Snapshot, type WatchRequest } from '../../proto/gen/quota/v1/quota_pb.js';
+import {
+  AckResponseSchema,
+  LookupResponseSchema,
+  type QuotaSyncService,
+  type Snapshot,
+  type WatchRequest,
+} from '../../proto/gen/quota/v1/quota_pb.js';
 import type { Clock } from '../../shared/clock.js';
-import { isPlatformError, PlatformError } from '../../shared/errors.js';
+import { invalidField, isPlatformError, PlatformError } from '../../shared/errors.js';
 import { failStream, toGrpcError, type GrpcServiceImplementation } from '../../shared/grpc.js';
 import type { Logger } from '../../shared/log.js';
 import type { Authenticator } from './auth.js';
@@ -26,10 +36,16 @@ import type { ControlPlaneMetrics } from './metrics.js';
 import type { QuotaMirror } from './mirror.js';
 import type { SnapshotKind } from './quota-table.js';
 import type { SidecarRegistry } from './sidecars.js';
-import { checkSidecarId } from './subject.js';
+import type { QuotaStore } from './store.js';
+import { checkSidecarId, MAX_SUBJECT_LENGTH } from './subject.js';
+
+/** Most subjects one Lookup may ask for (proto quota.v1 LookupRequest); the sidecar splits above it. */
+export const MAX_LOOKUP_SUBJECTS = 1000;
 
 export interface SyncDeps {
   mirror: QuotaMirror;
+  /** Where Lookup reads key records (the quotas table's primary key). */
+  store: QuotaStore;
   sidecars: SidecarRegistry;
   auth: Authenticator;
   metrics: ControlPlaneMetrics;
@@ -101,6 +117,28 @@ export class SyncService {
             if (since > this.deps.mirror.table.version) await this.deps.mirror.refresh();
             callback(null, this.stamp(this.deps.mirror.table.snapshotSince(since)));
           } catch (err) {
+            callback(toGrpcError(err));
+          }
+        })();
+      },
+      lookup: (call, callback) => {
+        void (async () => {
+          const started = performance.now();
+          try {
+            this.deps.auth.sync(authorizationOf(call));
+            if (call.request.sidecarId !== '') checkSidecarId(call.request.sidecarId);
+            const ids = call.request.subjectIds;
+            if (ids.length > MAX_LOOKUP_SUBJECTS) throw invalidField('subject_ids', `at most ${MAX_LOOKUP_SUBJECTS} subjects per call`);
+            for (const id of ids)
+              if (id.length === 0 || id.length > MAX_SUBJECT_LENGTH)
+                throw invalidField('subject_ids', `each subject id is 1 to ${MAX_SUBJECT_LENGTH} characters`);
+            const r = await this.deps.store.lookup(ids);
+            this.deps.metrics.lookupSubjects.inc({ result: 'found' }, r.quotas.length);
+            this.deps.metrics.lookupSubjects.inc({ result: 'unknown' }, r.unknown.length);
+            this.deps.metrics.lookupSeconds.observe((performance.now() - started) / 1000);
+            callback(null, create(LookupResponseSchema, { quotas: r.quotas, unknownSubjectIds: r.unknown, version: BigInt(r.version) }));
+          } catch (err) {
+            this.deps.metrics.lookupSubjects.inc({ result: 'failed' }, call.request.subjectIds.length);
             callback(toGrpcError(err));
           }
         })();

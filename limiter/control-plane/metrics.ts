@@ -8,7 +8,9 @@
  * - `quota_admin_calls_total{method,transport,code}`: admin calls (put, get, delete, list) over grpc
  *   or http, by outcome (`ok` or the stable error code, e.g. `invalid_field`, `not_found`);
  * - `quota_snapshots_sent_total{kind}`: snapshots sent to sidecars (full, delta, heartbeat), by
- *   Watch stream or Snapshot call.
+ *   Watch stream or Snapshot call;
+ * - `quota_lookup_subjects_total{result}`: subjects sidecars looked up (found, unknown, failed);
+ * - `quota_lookup_seconds`: time to answer one Lookup batch (PostgreSQL read included).
  */
 import { Counter, Gauge, Histogram, type Registry } from '../../shared/metrics.js';
 
@@ -19,6 +21,8 @@ export interface ControlPlaneMetrics {
   tableVersion: Gauge;
   adminCalls: Counter<'method' | 'transport' | 'code'>;
   snapshotsSent: Counter<'kind'>;
+  lookupSubjects: Counter<'result'>;
+  lookupSeconds: Histogram;
 }
 
 export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetrics {
@@ -56,6 +60,18 @@ export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetri
       name: 'quota_snapshots_sent_total',
       help: 'Quota snapshots sent to sidecars, by kind (full, delta, heartbeat)',
       labelNames: ['kind'],
+      registers,
+    }),
+    lookupSubjects: new Counter({
+      name: 'quota_lookup_subjects_total',
+      help: 'Subjects sidecars looked up, by result (found, unknown, failed)',
+      labelNames: ['result'],
+      registers,
+    }),
+    lookupSeconds: new Histogram({
+      name: 'quota_lookup_seconds',
+      help: 'Seconds to answer one Lookup batch, the PostgreSQL read included',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     }),
   };

@@ -47,7 +47,7 @@ export class QuotaMirror {
     const state = await this.opts.store.loadState();
     this.opts.table.replace(state);
     this.loaded = true;
-    this.opts.log.info({ version: state.version, quotas: state.quotas.length, changes: state.changes.length }, 'quota table loaded');
+    this.opts.log.info({ version: state.version, plans: state.plans.length, changes: state.changes.length }, 'quota table loaded');
     this.opts.onAdvance(state.version);
   }
 

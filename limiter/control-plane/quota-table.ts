@@ -1,13 +1,17 @@
 /**
- * The control plane's in-memory copy of the quota table and of its recent changes, from which every
- * snapshot sent to a sidecar is cut. Pure: no I/O, no clock (the caller stamps `issued_at`).
+ * The control plane's in-memory part of the quota table: the plans and the recent changes, from
+ * which every snapshot sent to a sidecar is cut. Key records are not held here (at 20 million keys
+ * that is gigabytes): sidecars look them up from PostgreSQL's primary key (QuotaStore.lookup), so
+ * this stays the size of the plan list plus CONTROL_PLANE_CHANGELOG_KEEP changes whatever the
+ * number of keys. Pure: no I/O, no clock (the caller stamps `issued_at`).
  *
  * The copy only ever moves forward by whole, contiguous versions (`advance`), or is replaced
  * wholesale from a consistent read of the database (`replace`). Because it lives in memory, the
  * sync service keeps serving the last version it knows while PostgreSQL is down.
  *
  * What a receiver at `since` gets (proto quota.v1 QuotaSyncService):
- * - `since` 0, ahead of us, or further behind than the kept changes: a full snapshot;
+ * - `since` 0, ahead of us, or further behind than the kept changes: a full snapshot, which holds
+ *   the plans only (a sidecar drops the key records it held and looks them up again);
  * - `since` equal to our version: an empty delta at our version (a heartbeat);
  * - otherwise a delta from `since`, coalesced per subject (the last change of each wins).
  */
@@ -18,7 +22,7 @@ import type { Change, TableState } from './store.js';
 export type SnapshotKind = 'full' | 'delta' | 'heartbeat';
 
 export class QuotaTable {
-  private readonly records = new Map<string, Quota>();
+  private readonly plans = new Map<string, Quota>();
   /** Ascending, contiguous, ending at `version`; at most `keep` entries. */
   private changes: Change[] = [];
   private current = 0;
@@ -32,8 +36,9 @@ export class QuotaTable {
     return this.current;
   }
 
+  /** Plans held. */
   get size(): number {
-    return this.records.size;
+    return this.plans.size;
   }
 
   /** The oldest `since` that still gets a delta (our version when no change is kept). */
@@ -43,8 +48,8 @@ export class QuotaTable {
 
   /** Replaces everything with a consistent state read from the store. */
   replace(state: TableState): void {
-    this.records.clear();
-    for (const q of state.quotas) this.records.set(q.subjectId, q);
+    this.plans.clear();
+    for (const q of state.plans) this.plans.set(q.subjectId, q);
     this.current = state.version;
     this.changes = contiguousTail(state.changes, state.version).slice(-this.keep);
     this.invalidate();
@@ -61,8 +66,10 @@ export class QuotaTable {
     if (fresh.length === 0) return true;
     for (let i = 0; i < fresh.length; i++) if (fresh[i]!.version !== this.current + 1 + i) return false;
     for (const c of fresh) {
-      if (c.record) this.records.set(c.subjectId, c.record);
-      else this.records.delete(c.subjectId);
+      if (isPlan(c.subjectId)) {
+        if (c.record) this.plans.set(c.subjectId, c.record);
+        else this.plans.delete(c.subjectId);
+      }
       this.changes.push(c);
     }
     if (this.changes.length > this.keep) this.changes = this.changes.slice(-this.keep);
@@ -80,13 +87,13 @@ export class QuotaTable {
     return { snapshot: this.full(), kind: 'full' };
   }
 
-  /** The record of a subject at our version. */
-  get(subjectId: string): Quota | undefined {
-    return this.records.get(subjectId);
+  /** A plan's record at our version (`plan:<name>`). */
+  plan(subjectId: string): Quota | undefined {
+    return this.plans.get(subjectId);
   }
 
   private full(): Snapshot {
-    this.fullMemo ??= create(SnapshotSchema, { version: BigInt(this.current), delta: false, quotas: [...this.records.values()] });
+    this.fullMemo ??= create(SnapshotSchema, { version: BigInt(this.current), delta: false, quotas: [...this.plans.values()] });
     return this.fullMemo;
   }
 
@@ -122,6 +129,10 @@ export class QuotaTable {
     this.fullMemo = undefined;
     this.deltaMemo.clear();
   }
+}
+
+function isPlan(subjectId: string): boolean {
+  return subjectId.startsWith('plan:');
 }
 
 /** The longest run of `changes` (ascending) that ends at `version` without a gap. */

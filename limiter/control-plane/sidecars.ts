@@ -104,6 +104,9 @@ export class SidecarRegistry {
     s.streams++;
     s.lastSeenMs = this.clock.now();
     s.gauged = true;
+    // Listed from its first stream, at the version it last acked (0 before any): a sidecar that
+    // connected to an empty quota table is still a sidecar the console's overview should see.
+    this.metrics.appliedVersion.set({ sidecar: id }, s.acked);
     this.updateGauges();
     this.observer?.connected(id);
   }

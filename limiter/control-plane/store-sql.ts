@@ -50,7 +50,20 @@ export const LIST_QUOTAS_WITH_PREFIX = `SELECT ${COLUMNS} FROM quotas
   WHERE subject_id > $1 AND subject_id >= $2 AND ($3::text IS NULL OR subject_id < $3) AND starts_with(subject_id, $2)
   ORDER BY subject_id LIMIT $4`;
 
-export const ALL_QUOTAS = `SELECT ${COLUMNS} FROM quotas ORDER BY subject_id`;
+/**
+ * Every plan (subject_id in ['plan:', 'plan;'), a range of the primary key under C collation): the
+ * part of the table the control plane holds in memory and sends whole. Key records are looked up.
+ */
+export const ALL_PLANS = `SELECT ${COLUMNS} FROM quotas WHERE subject_id >= 'plan:' AND subject_id < 'plan;' ORDER BY subject_id`;
+
+/**
+ * The records of the subjects in $1 (text[]) by the primary key, with the table version, in one
+ * statement so both come from one snapshot: a subject absent from the rows had no record at that
+ * version. One row with NULL record columns when none is found.
+ */
+export const LOOKUP_QUOTAS = `SELECT v.version AS table_version, q.subject_id, q.algorithm, q.rate, q.burst, q.interval_ms, q.cost,
+  q.fail_mode, q.shadow, q.plan, q.routes, q.accuracy, q.version, extract(epoch FROM q.updated_at)::float8 AS updated_at
+  FROM quota_table_version v LEFT JOIN quotas q ON q.subject_id = ANY($1::text[])`;
 
 export const ALL_CHANGES = `SELECT version, subject_id, op, record FROM quota_changes ORDER BY version`;
 

@@ -38,10 +38,11 @@ export interface Change {
   record: Quota | undefined;
 }
 
-/** The whole table at one version, with the change log as it stood then. */
+/** The plans at one version, with the change log as it stood then (key records stay in PostgreSQL). */
 export interface TableState {
   version: number;
-  quotas: Quota[];
+  /** Every `plan:` record. */
+  plans: Quota[];
   /** Ascending and contiguous, ending at `version` (empty when nothing was ever written). */
   changes: Change[];
 }
@@ -178,17 +179,36 @@ export class QuotaStore {
     return Number(res.rows[0]?.version ?? 0);
   }
 
-  /** The whole table, its version and the change log, from one consistent snapshot. */
+  /**
+   * The records of `subjectIds` by primary key, and the table version they were read at (one
+   * statement, one snapshot). Subjects without a record are listed in `unknown`.
+   */
+  async lookup(subjectIds: readonly string[]): Promise<{ version: number; quotas: Quota[]; unknown: string[] }> {
+    const res = await this.read(() =>
+      this.pool.query<Omit<QuotaRow, 'subject_id'> & { subject_id: string | null; table_version: string }>(sql.LOOKUP_QUOTAS, [subjectIds]),
+    );
+    const quotas: Quota[] = [];
+    const found = new Set<string>();
+    for (const row of res.rows) {
+      if (row.subject_id === null) continue;
+      found.add(row.subject_id);
+      quotas.push(quotaFromRow(row as QuotaRow));
+    }
+    const unknown = [...new Set(subjectIds)].filter((id) => !found.has(id));
+    return { version: Number(res.rows[0]?.table_version ?? 0), quotas, unknown };
+  }
+
+  /** The plans, the version and the change log, from one consistent snapshot. */
   async loadState(): Promise<TableState> {
     const client = await this.read(() => this.pool.connect());
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       const v = await client.query<{ version: string }>(sql.CURRENT_VERSION);
-      const quotas = await client.query<QuotaRow>(sql.ALL_QUOTAS);
+      const plans = await client.query<QuotaRow>(sql.ALL_PLANS);
       const changes = await client.query<ChangeRow>(sql.ALL_CHANGES);
       await client.query('COMMIT');
       client.release();
-      return { version: Number(v.rows[0]?.version ?? 0), quotas: quotas.rows.map(quotaFromRow), changes: changes.rows.map(changeFromRow) };
+      return { version: Number(v.rows[0]?.version ?? 0), plans: plans.rows.map(quotaFromRow), changes: changes.rows.map(changeFromRow) };
     } catch (err) {
       client.release(err instanceof Error ? err : true);
       throw asStoreError(err);

@@ -2,9 +2,12 @@
  * The operator's lookups (roles NOTIFIER_ADMIN_ROLES), for the console and for "why did this user
  * not get it":
  *
- * - `GET /api/v1/admin/notifications?user_id=&cursor=&limit=`: the notifications sent to one
- *   user, newest first, `{notifications: [...], next_cursor}` (limit 1 to 100, default 20; the
- *   cursor is opaque). Each carries its request (event and notification type, tier, template, the
+ * - `GET /api/v1/admin/notifications?user_id=&notification_type=&channel=&status=&cursor=&limit=`:
+ *   notifications newest first, `{notifications: [...], next_cursor}` (limit 1 to 100, default
+ *   20; the cursor is opaque): one user's with `user_id`, else everyone's (the console's recent
+ *   activity, audience requests included); `notification_type` keeps that type, `channel` those
+ *   with a delivery on the channel, `status` those with a delivery in that state (on that
+ *   channel when both are given; `queued` includes sending and held ones). Each carries its request (event and notification type, tier, template, the
  *   channels asked for) and `status_view`, the status view the sender sees: per channel its status
  *   and, in `details`, why (a suppression, a hold and until when, a failure's last error).
  * - `GET /api/v1/admin/notifications/{id}`: one, the same shape (404 for an unknown id).
@@ -20,7 +23,8 @@ import { policyFor, type PolicySettings } from '../policy/table.js';
 import type { NotificationType, TypeCatalog } from '../policy/types.js';
 import { TIERS, type Tier } from '../queues/names.js';
 import { isUuid } from '../tracking/advance.js';
-import { getNotification, listNotificationsOf } from './notifications.js';
+import { CHANNEL_NAMES } from '../channels/channel.js';
+import { FILTER_STATUSES, getNotification, listNotifications, type FilterStatus } from './notifications.js';
 
 export interface AdminNotificationRoutesOptions {
   pool: Pool;
@@ -34,7 +38,7 @@ export interface AdminNotificationRoutesOptions {
 
 export const DEFAULT_NOTIFICATIONS_PAGE = 20;
 export const MAX_NOTIFICATIONS_PAGE = 100;
-const LIST_PARAMS = new Set(['user_id', 'cursor', 'limit']);
+const LIST_PARAMS = new Set(['user_id', 'notification_type', 'channel', 'status', 'cursor', 'limit']);
 const VISIBLE_RE = /^[\x21-\x7e]+$/;
 
 export function registerAdminNotificationRoutes(app: TemplatedApp, edge: EdgeOptions, o: AdminNotificationRoutesOptions): void {
@@ -48,10 +52,22 @@ export function registerAdminNotificationRoutes(app: TemplatedApp, edge: EdgeOpt
     async (ctx) => {
       await admin(ctx);
       for (const k of ctx.query.keys())
-        if (!LIST_PARAMS.has(k)) throw invalidField(k, 'is not a parameter of this list (user_id, cursor, limit)');
-      const userId = ctx.query.get('user_id') ?? '';
-      if (userId === '') throw invalidField('user_id', 'is required');
-      if (userId.length > 128 || !VISIBLE_RE.test(userId)) throw invalidField('user_id', 'must be 1 to 128 visible ASCII characters');
+        if (!LIST_PARAMS.has(k))
+          throw invalidField(k, 'is not a parameter of this list (user_id, notification_type, channel, status, cursor, limit)');
+      const text = (name: string): string | undefined => {
+        const v = ctx.query.get(name) ?? '';
+        if (v === '') return undefined;
+        if (v.length > 128 || !VISIBLE_RE.test(v)) throw invalidField(name, 'must be 1 to 128 visible ASCII characters');
+        return v;
+      };
+      const userId = text('user_id');
+      const notificationType = text('notification_type');
+      const channel = text('channel');
+      if (channel !== undefined && !(CHANNEL_NAMES as readonly string[]).includes(channel))
+        throw invalidField('channel', `must be one of ${CHANNEL_NAMES.join(', ')}`);
+      const status = text('status');
+      if (status !== undefined && !(FILTER_STATUSES as readonly string[]).includes(status))
+        throw invalidField('status', `must be one of ${FILTER_STATUSES.join(', ')}`);
       const rawLimit = ctx.query.get('limit');
       let limit = DEFAULT_NOTIFICATIONS_PAGE;
       if (rawLimit !== null) {
@@ -61,7 +77,17 @@ export function registerAdminNotificationRoutes(app: TemplatedApp, edge: EdgeOpt
         limit = Number(rawLimit);
       }
       const cursor = ctx.query.get('cursor') || undefined;
-      return { body: await listNotificationsOf(o.pool, { userId, cursor, limit, deferred }) };
+      return {
+        body: await listNotifications(o.pool, {
+          userId,
+          notificationType,
+          channel,
+          status: status as FilterStatus | undefined,
+          cursor,
+          limit,
+          deferred,
+        }),
+      };
     },
     edge,
   );

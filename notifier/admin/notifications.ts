@@ -90,25 +90,83 @@ function decodeCursor(cursor: string): { t: string; i: string } {
   throw invalidField('cursor', 'is not a cursor this server issued');
 }
 
-/** A user's notifications, newest first (ties by id), `limit` a page. */
-export async function listNotificationsOf(
+/** Statuses the list filters on: a delivery's visible ones (notifier/tracking/states.ts). */
+export const FILTER_STATUSES = [
+  'queued',
+  'sent',
+  'delivered',
+  'opened',
+  'read',
+  'failed',
+  'dead_lettered',
+  'opted_out',
+  'capped',
+  'digest',
+  'cancelled',
+  'bounced',
+  'complained',
+  'undelivered',
+  'suppressed',
+] as const;
+export type FilterStatus = (typeof FILTER_STATUSES)[number];
+
+/** The stored statuses one shown status stands for (`queued` includes `sending` and the holds). */
+function storedStatuses(s: FilterStatus): string[] {
+  if (s === 'queued') return ['queued', 'sending'];
+  if (s === 'digest') return ['digested'];
+  return [s];
+}
+
+export interface ListFilter {
+  /** One recipient's (the original lookup); undefined: everyone's, audience requests included. */
+  userId?: string | undefined;
+  notificationType?: string | undefined;
+  /** Notifications with a delivery on this channel (in `status`, when given). */
+  channel?: string | undefined;
+  status?: FilterStatus | undefined;
+}
+
+/**
+ * Notifications newest first (ties by id), `limit` a page: one user's, or everyone's (the
+ * console's recent activity), filtered by notification type, by a channel they have a delivery
+ * on, and by a delivery's status (on that channel, when one is given). The filters are SQL
+ * conditions over the (created_at, id) order: one index range per page for a user, a backward
+ * walk of notifications_created_at otherwise.
+ */
+export async function listNotifications(
   pool: Pool,
-  o: { userId: string; cursor: string | undefined; limit: number; deferred: (tier: Tier) => boolean },
+  o: ListFilter & { cursor: string | undefined; limit: number; deferred: (tier: Tier) => boolean },
 ): Promise<{ notifications: AdminNotification[]; next_cursor: string | null }> {
   const after = o.cursor === undefined ? undefined : decodeCursor(o.cursor);
-  const { rows } = after
-    ? await pool.query<NotificationRow>(
-        `SELECT ${COLUMNS} FROM notifications WHERE recipient_id = $1 AND (created_at, id) < ($2::timestamptz, $3::uuid)
-          ORDER BY created_at DESC, id DESC LIMIT $4`,
-        [o.userId, after.t, after.i, o.limit + 1],
-      )
-    : await pool.query<NotificationRow>(
-        `SELECT ${COLUMNS} FROM notifications WHERE recipient_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
-        [o.userId, o.limit + 1],
-      );
+  const params: unknown[] = [];
+  const p = (v: unknown): string => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where: string[] = [];
+  if (o.userId !== undefined) where.push(`recipient_id = ${p(o.userId)}`);
+  if (o.notificationType !== undefined) where.push(`notification_type = ${p(o.notificationType)}`);
+  if (o.channel !== undefined || o.status !== undefined) {
+    const d: string[] = ['d.notification_id = n.id'];
+    if (o.channel !== undefined) d.push(`d.channel = ${p(o.channel)}`);
+    if (o.status !== undefined) d.push(`d.status = ANY(${p(storedStatuses(o.status))}::text[])`);
+    where.push(`EXISTS (SELECT 1 FROM deliveries d WHERE ${d.join(' AND ')})`);
+  }
+  if (after) where.push(`(created_at, id) < (${p(after.t)}::timestamptz, ${p(after.i)}::uuid)`);
+  const sql = `SELECT ${COLUMNS} FROM notifications n ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+    ORDER BY created_at DESC, id DESC LIMIT ${p(o.limit + 1)}`;
+  const { rows } = await pool.query<NotificationRow>(sql, params);
   const page = rows.slice(0, o.limit);
   const notifications: AdminNotification[] = [];
   for (const row of page) notifications.push(await withStatus(pool, row, o.deferred));
   const last = page[page.length - 1];
   return { notifications, next_cursor: rows.length > o.limit && last ? encodeCursor(last) : null };
+}
+
+/** A user's notifications, newest first (ties by id), `limit` a page. */
+export async function listNotificationsOf(
+  pool: Pool,
+  o: { userId: string; cursor: string | undefined; limit: number; deferred: (tier: Tier) => boolean },
+): Promise<{ notifications: AdminNotification[]; next_cursor: string | null }> {
+  return listNotifications(pool, o);
 }

@@ -124,3 +124,11 @@ export async function fanoutLag(pool: Pool): Promise<number> {
   );
   return rows[0]?.s ?? 0;
 }
+
+/** `campaigns_pending_approval`: campaigns with a fan-out waiting for an operator's decision. */
+export async function campaignsPendingApproval(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(
+    `SELECT count(DISTINCT campaign_id)::int AS n FROM campaign_fanouts WHERE state = 'pending_approval'`,
+  );
+  return rows[0]?.n ?? 0;
+}

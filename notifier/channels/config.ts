@@ -1,6 +1,10 @@
-/** The environment variables of the provider clients (documented in shared/env.ts and the README). */
+/** The environment variables of the provider clients (declared in env.ts beside this file, or shared/env.ts when another process reads them too; all in the README). */
 import { pick, type ConfigOf } from '../../shared/config.js';
-import { ENV } from '../../shared/env.js';
+import { SHARED_ENV } from '../../shared/env.js';
+import { NOTIFIER_ENV } from '../env.js';
+
+// What this process may read: its own variables and the shared ones.
+const ENV = { ...SHARED_ENV, ...NOTIFIER_ENV };
 
 /** Names to add to the notifier's config (`notifierConfig`). */
 export const CHANNEL_ENV_NAMES = [

@@ -7,10 +7,16 @@
  * Anything that stops it before the switch (a malformed line, the body cap, the client going
  * away, a database error) marks the version `abandoned`: the live version is unchanged and the
  * clean-up deletes what was stored.
+ *
+ * An empty body (0 bytes) is refused (400 `invalid_field`, field `body`) rather than stored as an
+ * empty version: it is what `curl --data-binary @ids.ndjson` sends when the file is missing (curl
+ * only warns), and replacing a live list by nothing is never what that meant. A list emptied on
+ * purpose is an upload of the CSV header alone (`user_id`).
  */
 import type { Buffer } from 'node:buffer';
 import type { Pool } from '../../shared/db.js';
 import { BodyAbortedError } from '../../shared/body-stream.js';
+import { invalidField } from '../../shared/errors.js';
 import { LineReader, type UploadFormat } from './lines.js';
 import { abandonUpload, beginUpload, storeBatch, switchVersion, type SegmentView } from './store.js';
 
@@ -50,7 +56,9 @@ export async function uploadList(o: UploadOptions): Promise<{ created: boolean; 
   try {
     const lines = new LineReader(o.format);
     let batch: string[] = [];
+    let bytes = 0;
     for await (const chunk of o.body) {
+      bytes += chunk.length;
       for (const id of lines.feed(chunk)) {
         batch.push(id);
         if (batch.length >= size) {
@@ -59,6 +67,11 @@ export async function uploadList(o: UploadOptions): Promise<{ created: boolean; 
         }
       }
     }
+    if (bytes === 0)
+      throw invalidField(
+        'body',
+        'is empty: send the members as the body (curl -T ids.ndjson fails if the file is missing; --data-binary @file sends nothing)',
+      );
     batch.push(...lines.end());
     if (batch.length > 0) await store(batch);
     await storing;

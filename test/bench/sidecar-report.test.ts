@@ -63,7 +63,10 @@ t.test('ratios: each target with its verdict, missing rows explained, empty rows
   ];
   const text = ratios(rows, { stores: ['memory', 'redis'], decisions: [], approxMissing: 'needs the field' });
   t.match(text, /abuse workload, Redis store vs in-process \(requests\/s\): \*\*0\.93×\*\* \(37,000 vs 40,000 req\/s; target ≥ 0\.9×: met/);
-  t.match(text, /in-process vs the bare uWS \+ undici proxy \(the floor\): \*\*0\.83×\*\*.*target ≥ 0\.8×: met; by CPU per request 0\.83×/);
+  t.match(
+    text,
+    /in-process vs the bare uWS \+ h1 proxy \(the floor: the sidecar's own upstream client\): \*\*0\.83×\*\*.*target ≥ 0\.8×: met; by CPU per request 0\.83×/,
+  );
   t.match(text, /admitted, in-process vs the fastify gateway \(in-process\): \*\*2\.35×\*\*.*target ≥ 2\.5×: not met/);
   t.match(text, /denied, in-process vs the fastify gateway \(in-process\): \*\*2\.86×\*\*.*target ≥ 3×: not met/);
   t.match(text, /approximate mode vs in-process: not measured \(needs the field\); target ≥ 0\.8×/);

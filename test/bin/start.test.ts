@@ -5,11 +5,14 @@
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { PROJECT_ROOT } from '../../shared/paths.js';
 import { freePort } from '../harness/ports.js';
 import { testDatabaseUrl } from '../harness/env.js';
 import { waitFor } from '../harness/wait.js';
+import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 
 t.test('npm start brings every service to ready, then stops cleanly on SIGINT', async (t) => {
   const ports = {
@@ -22,7 +25,10 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
     SANDBOX_PORT: await freePort(),
     CONSOLE_PORT: await freePort(),
   };
-  const env: Record<string, string> = { ...process.env, DATABASE_URL: testDatabaseUrl(), LOG_LEVEL: 'warn' };
+  // Its own data directory: the generated secrets go there, never into the checkout's .data/.
+  const dataDir = mkdtempSync(join(tmpdir(), 'start-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = { ...process.env, DATABASE_URL: testDatabaseUrl(), LOG_LEVEL: 'warn', DATA_DIR: dataDir };
   for (const [k, v] of Object.entries(ports)) env[k] = String(v);
   env.IDENTITY_URL = `http://127.0.0.1:${ports.IDENTITY_PORT}`;
   env.NOTIFIER_URL = `http://127.0.0.1:${ports.NOTIFIER_PORT}`;
@@ -30,7 +36,7 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
   delete env.START_SERVICES;
   delete env.IDENTITY_ADMIN_TOKEN;
 
-  const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'dist/bin/start.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(PLAIN_NODE, plainNodeArgs([resolve(PROJECT_ROOT, 'dist/bin/start.js')]), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -39,7 +45,7 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
     if (child.exitCode === null) child.kill('SIGKILL');
   });
 
-  await waitFor(() => out.includes('the platform is ready'), { timeoutMs: 60_000, what: `"the platform is ready" in:\n${out}` });
+  await waitFor(() => out.includes('Ctrl-C stops everything'), { timeoutMs: 60_000, what: `"Ctrl-C stops everything" in:\n${out}` });
   for (const url of [
     `http://127.0.0.1:${ports.CONTROL_PLANE_HTTP_PORT}`,
     `http://127.0.0.1:${ports.IDENTITY_PORT}`,
@@ -62,8 +68,13 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
   // refresh grants, redirecting to the console's public URL), serving, and sending a browser to sign in.
   const consoleUrl = `http://127.0.0.1:${ports.CONSOLE_PORT}`;
   t.match(out, consoleUrl, 'prints the console URL');
-  const adminToken = /export IDENTITY_ADMIN_TOKEN=(\S+)/.exec(out)?.[1];
+  const adminToken = /^ {2}IDENTITY_ADMIN_TOKEN=(\S+)$/m.exec(out)?.[1];
   t.ok(adminToken, 'prints the identity admin token it generated');
+  t.match(
+    readFileSync(join(dataDir, 'secrets.env'), 'utf8'),
+    `IDENTITY_ADMIN_TOKEN=${adminToken}\n`,
+    'and keeps it in DATA_DIR/secrets.env',
+  );
   const client = await fetch(`http://127.0.0.1:${ports.IDENTITY_PORT}/auth/admin/clients/console`, {
     headers: { authorization: `Bearer ${adminToken}` },
   });
@@ -91,7 +102,7 @@ t.test('npm start brings every service to ready, then stops cleanly on SIGINT', 
 });
 
 t.test('a bad environment variable stops npm start with one line naming it', async (t) => {
-  const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'dist/bin/start.js')], {
+  const child = spawn(PLAIN_NODE, plainNodeArgs([resolve(PROJECT_ROOT, 'dist/bin/start.js')]), {
     env: { ...process.env, DATABASE_URL: testDatabaseUrl(), START_READY_TIMEOUT: 'soon' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,4 +1,5 @@
 // @tier: pure
+// @alone
 /**
  * Stopping means stopped: `npm start` stops every service and the embedded PostgreSQL on SIGTERM
  * to npm, SIGTERM to start.js, SIGTERM to the process group, and when its parent dies; each
@@ -15,6 +16,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { PROJECT_ROOT } from '../../shared/paths.js';
+import { PLAIN_NODE, plainNodeArgs, plainProgramArgs } from '../harness/child.js';
 import { freePort } from '../harness/ports.js';
 import { waitFor } from '../harness/wait.js';
 
@@ -31,7 +33,7 @@ const SERVICES = ['control-plane', 'identity', 'sandbox', 'notifier', 'limiter',
 const SCRIPTS: Record<string, string> = {
   'control-plane': 'dist/limiter/control-plane/main.js',
   identity: 'dist/identity/main.js',
-  sandbox: 'dist/notifier/sandbox/main.js',
+  sandbox: 'dist/sandbox/main.js',
   notifier: 'dist/notifier/main.js',
   limiter: 'dist/limiter/main.js',
   console: 'dist/console/main.js',
@@ -57,6 +59,7 @@ async function platformEnv(): Promise<Record<string, string>> {
     ...env,
     LOG_LEVEL: 'info', // each service's "shutdown: …" lines are read below
     START_READY_TIMEOUT: '600s',
+    DATA_DIR: dir, // its generated secrets.env stays out of the checkout
     EMBEDDED_PG_DIR: pgDir,
     IDENTITY_URL: `http://127.0.0.1:${p.IDENTITY_PORT}`,
     NOTIFIER_URL: `http://127.0.0.1:${p.NOTIFIER_PORT}`,
@@ -132,15 +135,18 @@ type How = 'npm' | 'npm in its own group' | 'node' | 'node under a parent';
 async function start(t: Test, how: How, env: Record<string, string>): Promise<Platform> {
   let proc: ChildProcess;
   const opts = { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] as ('ignore' | 'pipe')[] };
+  // Every way starts through `env -u NODE_OPTIONS` (test/harness/child.ts), which execs the program
+  // (same pid, so the signals below reach it): otherwise npm, start.js and each of the six services
+  // would load tap's processinfo hook, about 0.8 s of CPU per process, six at once on each start.
   if (how === 'npm' || how === 'npm in its own group') {
     // --ignore-scripts skips prestart's `tsc -b` (the suite built dist/ already), not start itself.
-    proc = spawn('npm', ['start', '--ignore-scripts'], { ...opts, detached: how === 'npm in its own group' });
+    proc = spawn(PLAIN_NODE, plainProgramArgs('npm', ['start', '--ignore-scripts']), { ...opts, detached: how === 'npm in its own group' });
   } else if (how === 'node') {
-    proc = spawn(process.execPath, [START_JS], opts);
+    proc = spawn(PLAIN_NODE, plainNodeArgs([START_JS]), opts);
   } else {
     // A parent that only waits, as a shell or CI runner would; the platform writes to our pipes.
     const parent = `require('node:child_process').spawn(process.execPath, [${JSON.stringify(START_JS)}], { stdio: 'inherit' }); setInterval(() => {}, 1e6);`;
-    proc = spawn(process.execPath, ['-e', parent], opts);
+    proc = spawn(PLAIN_NODE, plainNodeArgs(['-e', parent]), opts);
   }
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -234,7 +240,10 @@ t.test('every way to stop npm start stops everything, and the next start works',
     process.kill(-p.proc.pid!, 'SIGTERM');
     t.equal(await p.exited, 0);
     await assertStopped(t, p, 'SIGTERM to the group');
-    t.match(p.out(), 'SIGTERM while draining, ignored', "a service saw the group's SIGTERM and the forwarded one");
+    // start.js forwards the signal too; a service that drains quickly may be gone before it comes,
+    // so whether one logs it is timing (test/shared/lifecycle.test.ts pins the ignoring itself).
+    t.comment(`services that saw both SIGTERMs: ${p.out().split('SIGTERM while draining, ignored').length - 1}`);
+    t.notMatch(p.out(), /"level":50/, 'the second SIGTERM made no service log an error');
   });
 
   await t.test('its parent dies (SIGKILL: no signal reaches start.js)', async (t) => {
@@ -246,7 +255,7 @@ t.test('every way to stop npm start stops everything, and the next start works',
 
   await t.test('after a lock left by a dead server, a start still works and says what it removed', async (t) => {
     // A pid that surely ran and is surely gone: a process we started and reaped.
-    const gone = spawn(process.execPath, ['-e', '']);
+    const gone = spawn(PLAIN_NODE, plainNodeArgs(['-e', '']));
     const deadPid = gone.pid!;
     await new Promise((res) => gone.on('exit', res));
     writeFileSync(join(pgDir, 'postmaster.pid'), `${deadPid}\n${pgDir}\n`);

@@ -7,8 +7,11 @@ import { spawn } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { PROJECT_ROOT } from '../../shared/paths.js';
 import { Supervisor } from '../../bin/supervisor.js';
+import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { waitFor } from '../harness/wait.js';
 
+// Every child starts through `env -u NODE_OPTIONS` (test/harness/child.ts), which execs node (same
+// pid, so the supervisor's signals reach it), without tap's processinfo hook: it doubled each start.
 const child = resolve(import.meta.dirname, '../fixtures/supervisor/crashy.mjs');
 // A service-like child: shared/lifecycle.ts's watchParent, as shared/main.ts wires it (built).
 const CHILD_JS = resolve(PROJECT_ROOT, 'dist/test/fixtures/lifecycle/child.js');
@@ -31,7 +34,7 @@ t.test('a child that crashes is restarted with growing backoff until it stays up
   t.teardown(() => sup.stop());
   const delays: number[] = [];
   sup.on('restart', (_name, delay) => delays.push(delay));
-  sup.add({ name: 'crashy', command: process.execPath, args: [child, counter, '3'] });
+  sup.add({ name: 'crashy', command: PLAIN_NODE, args: plainNodeArgs([child, counter, '3']) });
   // Four node processes start one after another: generous under a loaded CI machine.
   await waitFor(() => readFileSync(counter, 'utf8') === '4' && sup.pid('crashy') !== undefined, {
     timeoutMs: 30_000,
@@ -49,7 +52,7 @@ t.test('a child exiting with a give-up code is not restarted', async (t) => {
   const gaveUp = new Promise<[string, number]>((res) => sup.on('giveUp', (name, code) => res([name, code])));
   const restarts: string[] = [];
   sup.on('restart', (name) => restarts.push(name));
-  sup.add({ name: 'config-broken', command: process.execPath, args: [child, counter, '99'] });
+  sup.add({ name: 'config-broken', command: PLAIN_NODE, args: plainNodeArgs([child, counter, '99']) });
   t.same(await gaveUp, ['config-broken', 3]);
   // The exit handler decides once: 'giveUp' or 'restart' (which schedules the relaunch), never both.
   t.same(restarts, [], 'no restart was scheduled');
@@ -61,8 +64,8 @@ t.test('a child exiting with a give-up code is not restarted', async (t) => {
 t.test('stop() sends SIGTERM and waits for every child to exit', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sup-'));
   const sup = new Supervisor({ stdio: 'pipe' });
-  sup.add({ name: 'a', command: process.execPath, args: [child, join(dir, 'a'), '0'] });
-  sup.add({ name: 'b', command: process.execPath, args: [child, join(dir, 'b'), '0'] });
+  sup.add({ name: 'a', command: PLAIN_NODE, args: plainNodeArgs([child, join(dir, 'a'), '0']) });
+  sup.add({ name: 'b', command: PLAIN_NODE, args: plainNodeArgs([child, join(dir, 'b'), '0']) });
   await waitFor(() => sup.pid('a') !== undefined && sup.pid('b') !== undefined, { timeoutMs: 30_000 });
   const outA: string[] = [];
   sup.process('a')!.stdout!.on('data', (d: Buffer) => outA.push(d.toString()));
@@ -86,8 +89,7 @@ t.test('a child of the supervisor drains and exits when the supervisor is killed
     const sup = new Supervisor({ stdio: 'inherit' });
     sup.add({ name: 'fixture', command: process.execPath, args: [${JSON.stringify(CHILD_JS)}, 'watch-parent'] });
     setInterval(() => {}, 1000);`;
-  const parent = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    env: { ...process.env, NODE_OPTIONS: '' },
+  const parent = spawn(PLAIN_NODE, plainNodeArgs(['--input-type=module', '-e', script]), {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

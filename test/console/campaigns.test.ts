@@ -103,6 +103,12 @@ t.test('the campaigns page', async (t) => {
     t.match(await page.locator('#campaigns').innerText(), /spring[\s\S]*waiting for approval/);
     await page.getByRole('link', { name: 'spring' }).click();
     t.equal(await page.locator('#campaign-state').innerText(), 'waiting for approval');
+    t.equal(
+      await page.locator('#approval-text').innerText(),
+      "1 request of this campaign is held: its segment has more members than the notifier's approval threshold " +
+        '(NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD). Approving sends to 3 recipients; nothing is sent until an operator decides.',
+      'the recipients are not called the threshold',
+    );
     t.equal(await page.locator('#campaign-progress').getAttribute('data-refresh'), null, 'no auto-refresh while waiting for a decision');
 
     await page.getByLabel('Reason (kept in the audit trail)').fill('list checked');
@@ -116,8 +122,24 @@ t.test('the campaigns page', async (t) => {
       { timeoutMs: 30_000, intervalMs: 300, what: 'three pushes sent, as the page shows it' },
     );
     t.equal(await page.locator('#campaign-totals td[data-count="recipients"]').innerText(), '3');
-    t.match(await page.locator('#campaign-fanouts tbody').innerText(), /vip v1\s+expanded[\s\S]*approved by user:/);
-    t.match(await page.locator('#campaign-audit tbody').innerText(), /approve\s+user:\S+\s+.*list checked/);
+    t.match(
+      await page.locator('#campaign-fanouts tbody').innerText(),
+      /vip v1\s+expanded[\s\S]*approved by Olive Operator \(ops@example\.com\)/,
+    );
+    t.equal(await page.locator('#campaign-state').innerText(), 'finished', 'every member sent to: finished');
+    const audit = page.locator('#campaign-audit tbody tr').first();
+    t.match(await audit.innerText(), /approve\s+Olive Operator \(ops@example\.com\)/, 'the approver by name');
+    t.equal(await audit.locator('.person').getAttribute('title'), `user:${platform.operatorId}`, 'the id on hover');
+    t.equal(
+      await audit
+        .locator('dl.fields dt')
+        .allInnerTexts()
+        .then((x) => x.join(',')),
+      'Reason',
+      'the detail as fields',
+    );
+    t.equal(await audit.locator('dl.fields dd').innerText(), 'list checked');
+    t.notMatch(await audit.innerText(), /[{}]/, 'not raw JSON');
   });
 
   await t.test('stop a campaign: a confirmation, then every replica acknowledges', async (t) => {
@@ -146,7 +168,8 @@ t.test('the campaigns page', async (t) => {
     t.ok(await stopped());
 
     await page.getByRole('link', { name: 'Back to the campaign' }).click();
-    t.match(await page.locator('.stopped').innerText(), /Stopped .* by user:\S+: wrong price/);
+    t.match(await page.locator('.stopped').innerText(), /Stopped .* by Olive Operator \(ops@example\.com\): wrong price/);
+    t.match(await page.locator('#campaign-audit').innerText(), /stop\s+Olive Operator[\s\S]*Reason:?\s*wrong price[\s\S]*Fan-outs:?\s*1/);
     t.equal(await page.getByRole('button', { name: 'Stop campaign' }).count(), 0, 'no stop button on a stopped campaign');
 
     const missing = await page.goto(`${platform.consoleUrl}/campaigns/never-sent`);
@@ -160,7 +183,7 @@ t.test('the campaigns page', async (t) => {
     await page.getByLabel('Reason (kept in the audit trail)').fill('not this week');
     await page.getByRole('button', { name: 'Reject' }).click();
     t.match(await page.locator('.flash.success').innerText(), /Rejected 1 request of winter\./);
-    t.match(await page.locator('#campaign-fanouts tbody').innerText(), /rejected[\s\S]*rejected by user:/);
+    t.match(await page.locator('#campaign-fanouts tbody').innerText(), /rejected[\s\S]*rejected by Olive Operator/);
     const { rows } = await platform.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE notification_id = $1', [
       id,
     ]);

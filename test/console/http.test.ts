@@ -116,7 +116,7 @@ t.test('the console over HTTP', async (t) => {
   });
 
   await t.test('pages carry the security headers, and never a token', async (t) => {
-    const paths = ['/', '/quotas', '/quotas/s/user%3A99', '/quotas/new', '/notifications', '/dlq', '/templates', '/types'];
+    const paths = ['/', '/activity', '/quotas', '/quotas/s/user%3A99', '/quotas/new', '/notifications', '/dlq', '/templates', '/types'];
     for (const path of paths) {
       const res = await fetch(`${p.consoleUrl}${path}`, { headers: { cookie }, redirect: 'manual' });
       const body = await res.text();
@@ -130,6 +130,7 @@ t.test('the console over HTTP', async (t) => {
       t.equal(res.headers.get('referrer-policy'), 'same-origin');
       t.equal(res.headers.get('x-content-type-options'), 'nosniff');
       t.notMatch(body, /<script(?![^>]*\ssrc=)[^>]*>/, `${path}: no inline script`);
+      t.notMatch(body, /\sstyle=|<style/, `${path}: no inline style (the overview's charts take their colours from the stylesheet)`);
       for (const [name, value] of Object.entries(tokens))
         if (typeof value === 'string' && value.length > 20) t.notOk(body.includes(value), `${path}: the ${name} is not on the page`);
       t.notOk(body.includes(id), `${path}: nor the session id`);

@@ -12,7 +12,7 @@ import { startConsole, type RunningConsole } from '../../console/app.js';
 import { consoleConfig } from '../../console/config.js';
 import { ensureConsoleClient } from '../../console/registration.js';
 import { promoteToAdmin } from '../../identity/accounts/promote.js';
-import type { Sandbox } from '../../notifier/sandbox/app.js';
+import type { Sandbox } from '../../sandbox/app.js';
 import { useTestDatabase, type TestContext, type TestDatabase } from '../harness/db.js';
 import { freePort } from '../harness/ports.js';
 import { testLogger } from '../harness/log.js';

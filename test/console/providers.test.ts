@@ -44,12 +44,21 @@ t.test('the provider weights page', async (t) => {
     t.match(await page.locator('.flash.success').innerText(), /Push: fcm 95%, fcm-v2 5%; shadow 10%/);
     t.match(await page.locator('#providers-push').innerText(), /fcm\s+old\s+95%[\s\S]*fcm-v2\s+new\s+5%/);
     t.same(await ramp(), { weight: 500, shadow: 1000 }, 'stored in buckets (percent × 100)');
-    t.match(await page.locator('section[data-channel="push"]').innerText(), /Last changed[\s\S]*by user:/);
+    t.match(
+      await page.locator('section[data-channel="push"]').innerText(),
+      /Last changed[\s\S]*by Olive Operator \(ops@example\.com\)/,
+      'who changed it, by name',
+    );
+    t.equal(
+      await page.locator('section[data-channel="push"] .person').getAttribute('title'),
+      `user:${platform.operatorId}`,
+      'the id on hover',
+    );
 
     await page.getByRole('link', { name: 'History of push changes' }).click();
     const rows = await page.locator('#ramp-changes tbody tr').allInnerTexts();
     t.equal(rows.length, 1);
-    t.match(rows[0], new RegExp(`user:${platform.operatorId}\\s+0% → 5%\\s+0% → 10%`));
+    t.match(rows[0], /Olive Operator \(ops@example\.com\)\s+0% → 5%\s+0% → 10%/);
   });
 
   await t.test('keyboard and labels on every page of it', async (t) => {

@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { useTestDatabase } from '../harness/db.js';
 import { ADMIN_TOKEN, useControlPlane } from './helpers.js';
 
@@ -25,8 +26,8 @@ interface Run {
 function quota(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
-      process.execPath,
-      [CLI, ...args],
+      PLAIN_NODE,
+      plainNodeArgs([CLI, ...args]),
       { env: { ...process.env, CONTROL_PLANE_GRPC_URL: cp.grpc, ADMIN_TOKEN, LOG_LEVEL: 'silent', ...env }, timeout: 30_000 },
       (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
@@ -62,14 +63,17 @@ t.test('put, get, list and delete', async (t) => {
   t.notMatch(key.stdout + key.stderr, RAW, 'never raw');
   t.match(key.stdout, /^lagging\s+-$/m);
 
-  const got = await quota(['get', '--key', RAW]);
+  // Reads, side by side (each run is a Node process's start, most of its time).
+  const [got, json, list] = await Promise.all([
+    quota(['get', '--key', RAW]),
+    quota(['get', '--subject', 'plan:team', '--json']),
+    quota(['list', '--page-size', '1']),
+  ]);
   t.equal(got.code, 0, got.stderr);
   t.match(got.stdout, /^plan\s+team$/m);
-  const json = await quota(['get', '--subject', 'plan:team', '--json']);
   t.equal(json.code, 0);
   t.same((JSON.parse(json.stdout) as { burst: number }).burst, 150, '--json prints the record as JSON');
 
-  const list = await quota(['list', '--page-size', '1']);
   t.equal(list.code, 0, list.stderr);
   t.match(list.stdout, /^SUBJECT\s+ALGORITHM\s+RATE\s+BURST\s+INTERVAL\s+PLAN\s+VERSION$/m, 'a table');
   t.match(list.stdout, new RegExp(`^${HASHED}\\s+-\\s+0\\s+0\\s+-\\s+team\\s+\\d+$`, 'm'));
@@ -85,36 +89,41 @@ t.test('put, get, list and delete', async (t) => {
 });
 
 t.test('failures: one line on stderr and a non-zero exit', async (t) => {
-  const missing = await quota(['get', '--subject', 'user:nobody']);
+  // None changes anything: all seven side by side.
+  const [missing, invalid, refused, usage, unknown, noSubject, down] = await Promise.all([
+    quota(['get', '--subject', 'user:nobody']),
+    quota(['put', '--subject', 'ip:10.0.0.1', '--rate', '5']),
+    quota(['get', '--subject', 'plan:team'], { ADMIN_TOKEN: 'a-wrong-admin-token-value' }),
+    quota(['put', '--subject', 'user:x', '--rate', 'lots']),
+    quota(['frobnicate']),
+    quota(['get']),
+    quota(['list'], { CONTROL_PLANE_GRPC_URL: '127.0.0.1:1' }),
+  ]);
   t.same([missing.code, missing.stderr], [1, 'quota: NOT_FOUND: no quota for this subject\n']);
 
-  const invalid = await quota(['put', '--subject', 'ip:10.0.0.1', '--rate', '5']);
   t.equal(invalid.code, 1);
   t.match(invalid.stderr, /^quota: INVALID_ARGUMENT: quota\.subject_id: .+\n$/);
 
-  const refused = await quota(['get', '--subject', 'plan:team'], { ADMIN_TOKEN: 'a-wrong-admin-token-value' });
   t.equal(refused.code, 1);
   t.match(refused.stderr, /^quota: UNAUTHENTICATED: /);
 
-  const usage = await quota(['put', '--subject', 'user:x', '--rate', 'lots']);
   t.equal(usage.code, 2, 'bad usage exits 2');
   t.match(usage.stderr, /^quota: --rate must be a whole number, got lots\n/);
-  const unknown = await quota(['frobnicate']);
   t.equal(unknown.code, 2);
   t.match(unknown.stderr, /^quota: unknown command frobnicate/);
-  const noSubject = await quota(['get']);
   t.equal(noSubject.code, 2);
 
-  const down = await quota(['list'], { CONTROL_PLANE_GRPC_URL: '127.0.0.1:1' });
   t.equal(down.code, 1);
   t.match(down.stderr, /^quota: UNAVAILABLE: cannot reach the control plane at 127\.0\.0\.1:1/);
 });
 
 t.test('--accuracy', async (t) => {
-  const approx = await quota(['put', '--subject', 'user:approx', '--rate', '10', '--burst', '40', '--accuracy', 'approximate']);
+  const [approx, window] = await Promise.all([
+    quota(['put', '--subject', 'user:approx', '--rate', '10', '--burst', '40', '--accuracy', 'approximate']),
+    quota(['put', '--subject', 'user:w', '--rate', '10', '--algorithm', 'fixed_window', '--accuracy', 'approximate']),
+  ]);
   t.equal(approx.code, 0, approx.stderr);
   t.match(approx.stdout, /^accuracy\s+approximate$/m, '--accuracy approximate is stored');
-  const window = await quota(['put', '--subject', 'user:w', '--rate', '10', '--algorithm', 'fixed_window', '--accuracy', 'approximate']);
   t.equal(window.code, 1, 'refused for a window algorithm');
   t.match(window.stderr, /quota\.accuracy/);
   t.equal((await quota(['delete', '--subject', 'user:approx'])).code, 0);

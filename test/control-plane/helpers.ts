@@ -121,9 +121,13 @@ export interface WatcherOptions {
 /**
  * A sidecar stand-in: Watches, applies every message to a real QuotaCache and acks what it applied.
  * `results` records how the cache took each message (a delta that does not chain is `base_mismatch`).
+ * The cache is a working set (it keeps only plans and keys it holds); `streamed` keeps every record
+ * the stream carried, for checking what the control plane sent.
  */
 export class TestWatcher {
   readonly cache = new QuotaCache(100_000);
+  /** Every record brought by the applied messages (a full snapshot replaces it; deltas change it). */
+  readonly streamed = new Map<string, Quota>();
   readonly received: Snapshot[] = [];
   readonly results: ApplyResult[] = [];
   error: grpc.ServiceError | undefined;
@@ -146,6 +150,11 @@ export class TestWatcher {
       this.received.push(s);
       const r = this.cache.apply(s, Date.now());
       this.results.push(r);
+      if (r.applied) {
+        if (!s.delta) this.streamed.clear();
+        for (const id of s.deletedSubjectIds) this.streamed.delete(id);
+        for (const q of s.quotas) this.streamed.set(q.subjectId, q);
+      }
       if (ack && r.applied) {
         client.ack(create(AckRequestSchema, { sidecarId, version: s.version }), opts.metadata ?? new grpc.Metadata(), () => {});
       }
@@ -163,6 +172,11 @@ export class TestWatcher {
 
   get version(): number {
     return this.cache.version;
+  }
+
+  /** The rate of the last record the stream brought for `subject`. */
+  rate(subject: string): number | undefined {
+    return this.streamed.get(subject)?.rate;
   }
 
   /** Resolves once `pred` holds (checked on every message), or rejects after `timeoutMs`. */

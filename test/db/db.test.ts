@@ -13,7 +13,7 @@ function recordingLog() {
 }
 
 t.test('withTransaction commits on success and rolls back on a throw', async (t) => {
-  const db = await useTestDatabase(t, 'db_tx');
+  const db = await useTestDatabase(t, 'db_tx', { empty: true });
   await db.pool.query('CREATE TABLE tx (id int)');
   const out = await withTransaction(db.pool, async (c) => {
     await c.query('INSERT INTO tx VALUES (1)');
@@ -32,7 +32,7 @@ t.test('withTransaction commits on success and rolls back on a throw', async (t)
 });
 
 t.test('a statement over statement_timeout is cancelled by the server', async (t) => {
-  const db = await useTestDatabase(t, 'db_timeout');
+  const db = await useTestDatabase(t, 'db_timeout', { empty: true });
   const { log } = recordingLog();
   const pool = createPool(db.url, { applicationName: 'timeout-test', log, statementTimeoutMs: 100 });
   t.teardown(() => pool.end());
@@ -42,7 +42,7 @@ t.test('a statement over statement_timeout is cancelled by the server', async (t
 });
 
 t.test('a connection killed by the server is logged and replaced, never crashes the process', async (t) => {
-  const db = await useTestDatabase(t, 'db_kill');
+  const db = await useTestDatabase(t, 'db_kill', { empty: true });
   const { log, warnings } = recordingLog();
   const pool = createPool(db.url, { applicationName: 'kill-test', max: 2, log });
   t.teardown(() => pool.end());
@@ -64,7 +64,7 @@ t.test('a connection killed by the server is logged and replaced, never crashes 
 });
 
 t.test('checkDatabase passes on a live server and names the problem otherwise', async (t) => {
-  const db = await useTestDatabase(t, 'db_check');
+  const db = await useTestDatabase(t, 'db_check', { empty: true });
   await t.resolves(checkDatabase(db.pool));
 
   const { log } = recordingLog();

@@ -14,7 +14,7 @@ async function recorded(pool: Pool, service: string): Promise<Array<{ version: n
 }
 
 t.test('applies pending migrations in numeric order, each recorded with its checksum', async (t) => {
-  const db = await useTestDatabase(t, 'migrate_order');
+  const db = await useTestDatabase(t, 'migrate_order', { empty: true });
   // 10 sorts before 9 as text; 10 depends on 9, so lexical order would fail.
   const dir = t.testdir({
     '001_items.sql': 'CREATE TABLE items (id int PRIMARY KEY);\n',
@@ -66,7 +66,7 @@ t.test('applies pending migrations in numeric order, each recorded with its chec
 });
 
 t.test('an applied file that changed stops the run, naming the file', async (t) => {
-  const db = await useTestDatabase(t, 'migrate_checksum');
+  const db = await useTestDatabase(t, 'migrate_checksum', { empty: true });
   const dir = t.testdir({
     '001_a.sql': 'CREATE TABLE a (id int);\n-- a note\n',
     '002_b.sql': 'CREATE TABLE b (id int);',
@@ -97,7 +97,7 @@ t.test('an applied file that changed stops the run, naming the file', async (t) 
 });
 
 t.test('a failing migration rolls back entirely and is not recorded', async (t) => {
-  const db = await useTestDatabase(t, 'migrate_fail');
+  const db = await useTestDatabase(t, 'migrate_fail', { empty: true });
   const dir = t.testdir({
     '001_ok.sql': 'CREATE TABLE ok (id int);',
     '002_bad.sql': 'CREATE TABLE half (id int);\nINSERT INTO ok VALUES (1);\nSELECT no_such_function();\n',
@@ -130,7 +130,7 @@ t.test('a failing migration rolls back entirely and is not recorded', async (t) 
 });
 
 t.test('two runners started at once apply each migration exactly once', async (t) => {
-  const db = await useTestDatabase(t, 'migrate_concurrent');
+  const db = await useTestDatabase(t, 'migrate_concurrent', { empty: true });
   // CREATE TABLE without IF NOT EXISTS fails when run twice; the sleep makes the runs overlap.
   const dir = t.testdir({
     '001_first.sql': 'SELECT pg_sleep(0.3);\nCREATE TABLE first (id int);',
@@ -154,7 +154,7 @@ t.test('two runners started at once apply each migration exactly once', async (t
 });
 
 t.test('two services migrating a fresh database at once both succeed', async (t) => {
-  const db = await useTestDatabase(t, 'migrate_two_services');
+  const db = await useTestDatabase(t, 'migrate_two_services', { empty: true });
   // One testdir per test: a second t.testdir() call would replace the first.
   const root = t.testdir({ one: { '001_one.sql': 'CREATE TABLE one (id int);' }, two: { '001_two.sql': 'CREATE TABLE two (id int);' } });
   const [one, two] = [join(root, 'one'), join(root, 'two')];
@@ -171,12 +171,15 @@ t.test('two services migrating a fresh database at once both succeed', async (t)
 });
 
 t.test('the runner leaves no connection behind and releases its lock', async (t) => {
-  const db = await useTestDatabase(t, 'migrate_cleanup');
+  const db = await useTestDatabase(t, 'migrate_cleanup', { empty: true });
   const dir = t.testdir({ '001_x.sql': 'CREATE TABLE x (id int);' });
   const pool = createPool(db.url, { applicationName: 'runner', max: 2, log });
   t.teardown(() => pool.end());
   await migrate(pool, { service: 'svc', dir, log });
-  const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'");
+  // pg_locks is the whole server's: other test files hold advisory locks in their own databases.
+  const { rows } = await db.pool.query(
+    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+  );
   t.equal(rows[0].n, 0, 'no advisory lock held');
   t.equal(pool.totalCount, 0, 'the dedicated connection was closed');
 });

@@ -8,6 +8,9 @@ import { testDatabaseUrl, testRedisClusterNodes } from '../harness/env.js';
 import { freeClusterPort, freePort } from '../harness/ports.js';
 import { waitFor } from '../harness/wait.js';
 import { setupGlobal } from '../harness/global.js';
+import { foldersWithMigrations, MIGRATED_SERVICES, TEMPLATE_ENV } from '../harness/template-db.js';
+import { loadMigrations } from '../../shared/migrate.js';
+import { migrationsDir } from '../../shared/paths.js';
 import { findRedisServer, REDIS_SERVER_MISSING, startRedisServer } from '../harness/redis-server.js';
 
 async function databaseExists(name: string): Promise<boolean> {
@@ -41,6 +44,46 @@ t.test('each test file gets its own database', async (t) => {
   t.same((await b.pool.query("SELECT to_regclass('only_in_a') AS r")).rows, [{ r: null }], 'isolated');
   t.same((await a.pool.query('SELECT current_database() AS d')).rows, [{ d: a.name }], 'the pool is on it');
   t.ok(testDatabaseName('x'.repeat(100)).length <= 63, 'names fit PostgreSQL identifiers');
+});
+
+t.test("a test database is a copy of the run's migrated template; an empty one on request", async (t) => {
+  const template = process.env[TEMPLATE_ENV];
+  if (!template) return t.fail(`${TEMPLATE_ENV} is not set: run this file with npm test`);
+  const versions = async (db: { pool: pg.Pool }): Promise<Record<string, number[]>> => {
+    const { rows } = await db.pool.query<{ service: string; version: number }>(
+      'SELECT service, version FROM schema_migrations ORDER BY service, version',
+    );
+    const out: Record<string, number[]> = {};
+    for (const r of rows) (out[r.service] ??= []).push(r.version);
+    return out;
+  };
+  const expected: Record<string, number[]> = {};
+  for (const s of [...MIGRATED_SERVICES].sort((a, b) => a.name.localeCompare(b.name)))
+    expected[s.name] = (await loadMigrations(migrationsDir(s.dir))).map((m) => m.version);
+
+  const a = await useTestDatabase(t, 'selftest migrated');
+  t.same(await versions(a), expected, "every service's migrations, as files on disk today");
+  t.same((await a.pool.query("SELECT to_regclass('pgboss.job') IS NOT NULL AS boss")).rows, [{ boss: true }], "and pg-boss's schema");
+  const b = await useTestDatabase(t, 'selftest migrated');
+  await a.pool.query("INSERT INTO schema_migrations (service, version, name, checksum) VALUES ('only_in_a', 1, 'x', 'x')");
+  t.same(await versions(b), expected, 'copies are isolated from each other');
+
+  const empty = await useTestDatabase(t, 'selftest empty', { empty: true });
+  t.same((await empty.pool.query("SELECT to_regclass('schema_migrations') AS r")).rows, [{ r: null }], 'an empty one has no tables');
+
+  const admin = new pg.Client(testDatabaseUrl());
+  await admin.connect();
+  t.teardown(() => admin.end());
+  const { rows } = await admin.query<{ datallowconn: boolean }>('SELECT datallowconn FROM pg_database WHERE datname = $1', [template]);
+  t.same(rows, [{ datallowconn: false }], 'the template itself takes no connections (a session on it would stop every copy)');
+});
+
+t.test('the template lists every service that has migrations', async (t) => {
+  t.same(
+    MIGRATED_SERVICES.map((s) => s.dir).sort(),
+    foldersWithMigrations(),
+    'every folder holding migrations/ (a service left out would migrate at each start: correct, but slow)',
+  );
 });
 
 t.test('a database is dropped when its test passes and kept when it fails', async (t) => {
@@ -168,7 +211,7 @@ t.test('ports and waitFor', async (t) => {
 });
 
 t.test('setupGlobal uses the servers given in the environment and names one it cannot reach', async (t) => {
-  const names = ['DATABASE_URL', 'REDIS_URL', 'TEST_REDIS_CLUSTER_NODES'] as const;
+  const names = ['DATABASE_URL', 'REDIS_URL', 'TEST_REDIS_CLUSTER_NODES', 'TEST_DATABASE_TEMPLATE'] as const;
   const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
   t.teardown(() => {
     for (const n of names) process.env[n] = saved[n];

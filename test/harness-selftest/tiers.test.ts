@@ -3,7 +3,7 @@ import t from 'tap';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isPure, pureEnv, selectTests, splitByTier } from '../harness/tiers.js';
+import { isAlone, isPure, pureEnv, selectTests, splitByTier } from '../harness/tiers.js';
 import { testDatabaseUrl, testRedisClusterNodes, testRedisUrl } from '../harness/env.js';
 
 t.test('the marker counts only alone on the first line', async (t) => {
@@ -14,6 +14,16 @@ t.test('the marker counts only alone on the first line', async (t) => {
   t.notOk(isPure('// @tier: servers\n'), 'another tier');
   t.notOk(isPure('//@tier: pure\n'), 'not a near miss');
   t.notOk(isPure(''), 'an empty (or unreadable) file needs servers');
+});
+
+t.test('the alone marker counts on the first line, or the second after the pure marker', async (t) => {
+  t.ok(isAlone('// @alone\nimport t from "tap";'));
+  t.ok(isAlone('// @tier: pure\n// @alone\nimport t'));
+  t.ok(isAlone('// @tier: pure\r\n// @alone \r\nimport t'), 'trailing space and CRLF');
+  t.notOk(isAlone('/** doc */\n// @alone\n'), 'not below a first line that is not the pure marker');
+  t.notOk(isAlone('// @tier: pure\n/** doc */\n// @alone'), 'not below the second line');
+  t.notOk(isAlone('//@alone\n'), 'not a near miss');
+  t.notOk(isAlone(''));
 });
 
 t.test('files and folders select test files; everything else goes to tap', async (t) => {
@@ -33,12 +43,35 @@ t.test('files and folders select test files; everything else goes to tap', async
   t.same(selectTests([join(dir, 'sub'), '--timeout', '60'], dir), { options: ['--timeout', '60'], files: [join(dir, 'sub', 'b.test.ts')] });
   t.same(selectTests([join(dir, 'a.test.ts'), join(dir, 'a.test.ts')], dir).files, [join(dir, 'a.test.ts')], 'named once');
 
-  t.same(splitByTier(all.files), { pure: [join(dir, 'a.test.ts')], servers: [join(dir, 'sub', 'b.test.ts')] });
-  t.same(splitByTier([join(dir, 'missing.test.ts')]), { pure: [], servers: [join(dir, 'missing.test.ts')] }, 'unreadable: servers');
+  const none = { pure: [], servers: [] };
+  t.same(splitByTier(all.files), { pure: [join(dir, 'a.test.ts')], servers: [join(dir, 'sub', 'b.test.ts')], alone: none });
+  t.same(
+    splitByTier([join(dir, 'missing.test.ts')]),
+    { pure: [], servers: [join(dir, 'missing.test.ts')], alone: none },
+    'unreadable: servers',
+  );
+
+  writeFileSync(join(dir, 'c.test.ts'), '// @tier: pure\n// @alone\n');
+  writeFileSync(join(dir, 'd.test.ts'), '// @alone\nimport t from "tap";\n');
+  t.same(
+    splitByTier([...all.files, join(dir, 'c.test.ts'), join(dir, 'd.test.ts')]),
+    {
+      pure: [join(dir, 'a.test.ts')],
+      servers: [join(dir, 'sub', 'b.test.ts')],
+      alone: { pure: [join(dir, 'c.test.ts')], servers: [join(dir, 'd.test.ts')] },
+    },
+    'alone files apart, by whether they need the servers',
+  );
 });
 
 t.test('the pure pass has no server addresses, and asking for one names the marker', async (t) => {
-  const env = pureEnv({ PATH: '/bin', DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', TEST_REDIS_CLUSTER_NODES: 'x:1' });
+  const env = pureEnv({
+    PATH: '/bin',
+    DATABASE_URL: 'postgres://x/y',
+    REDIS_URL: 'redis://x',
+    TEST_REDIS_CLUSTER_NODES: 'x:1',
+    TEST_DATABASE_TEMPLATE: 't_template_x',
+  });
   t.same(env, { PATH: '/bin', TEST_TIER: 'pure' });
 
   // This file is itself pure: under `npm test` the variables are unset and TEST_TIER is `pure`.

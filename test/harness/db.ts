@@ -2,6 +2,12 @@
  * A fresh PostgreSQL database per test file, created on the run's server (DATABASE_URL), so test
  * files never see each other's rows and can run in parallel.
  *
+ * Migrated: under `npm test` it is a copy of the run's template (test/harness/template-db.ts:
+ * every service's migrations and pg-boss's schema already applied, so a service started on it has
+ * nothing to migrate). `{ empty: true }` gives an empty database instead, for tests of a fresh one
+ * (the migration runner, a service migrating at its start); so does a run by hand without
+ * TEST_DATABASE_TEMPLATE set.
+ *
  * Policy: a database is dropped when its test passed and kept when it failed, so the failure can
  * be inspected (its name is printed). `useTestDatabase(t, label)` applies this with tap's `t`;
  * `createTestDatabase` is the building block, with no teardown of its own. Names start with `t_`,
@@ -12,6 +18,7 @@ import pg from 'pg';
 import { createPool } from '../../shared/db.js';
 import { testDatabaseUrl } from './env.js';
 import { testLogger } from './log.js';
+import { TEMPLATE_ENV } from './template-db.js';
 
 export interface TestDatabase {
   /** The database's name, e.g. `t_migrate_1a2b3c4d`. */
@@ -58,10 +65,18 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
+export interface TestDatabaseOptions {
+  /** The pool's size (default 5). */
+  poolMax?: number;
+  /** An empty database, not a copy of the migrated template. */
+  empty?: boolean;
+}
+
 /** Creates a fresh database named after `label`, with a pool on it. Registers nothing. */
-export async function createTestDatabase(label: string, opts: { poolMax?: number } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(label: string, opts: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = testDatabaseName(label);
-  await admin((c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
+  const template = opts.empty ? undefined : process.env[TEMPLATE_ENV];
+  await admin((c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}${template ? ` TEMPLATE ${c.escapeIdentifier(template)}` : ''}`));
   const url = withDatabase(testDatabaseUrl(), name);
   const pool = createPool(url, { applicationName: `test:${label}`, max: opts.poolMax ?? 5, log: testLogger('test-db') });
   let ended: Promise<void> | undefined;
@@ -89,7 +104,7 @@ export async function createTestDatabase(label: string, opts: { poolMax?: number
 export async function useTestDatabase(
   t: TestContext,
   label: string,
-  opts: { poolMax?: number; onKept?: (line: string) => void } = {},
+  opts: TestDatabaseOptions & { onKept?: (line: string) => void } = {},
 ): Promise<TestDatabase> {
   const db = await createTestDatabase(label, opts);
   const report = opts.onKept ?? ((line: string) => void process.stderr.write(`# ${line}\n`));

@@ -8,8 +8,12 @@
  * - REDIS_URL: the user's if set (checked reachable), else a redis-server on a free port.
  * - TEST_REDIS_CLUSTER_NODES: the user's if set, else a 3-master Redis Cluster from the same
  *   redis-server binary.
+ * - TEST_DATABASE_TEMPLATE: the user's if set, else a database on that PostgreSQL with every
+ *   service's migrations applied, built once for the run (test/harness/template-db.ts) and dropped
+ *   at teardown; each test file's database is a copy of it.
  *
- * The three start in parallel; if one fails, the others are stopped and the error says which.
+ * The three start in parallel (the template is built as soon as PostgreSQL answers, while the
+ * cluster still starts); if one fails, the others are stopped and the error says which.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,9 +22,10 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { startEmbeddedPostgres } from '../../shared/embedded-postgres.js';
 import { findRedisServer, REDIS_SERVER_MISSING, startRedisCluster, startRedisServer } from './redis-server.js';
+import { buildTemplateDatabase, TEMPLATE_ENV } from './template-db.js';
 
 export interface GlobalServers {
-  /** DATABASE_URL, REDIS_URL and TEST_REDIS_CLUSTER_NODES for the test processes. */
+  /** DATABASE_URL, REDIS_URL, TEST_REDIS_CLUSTER_NODES and TEST_DATABASE_TEMPLATE for the test processes. */
   env: Record<string, string>;
   /** Stops whatever setupGlobal started (nothing for servers the user provided). */
   teardown(): Promise<void>;
@@ -71,6 +76,30 @@ async function embeddedPostgres(): Promise<Started> {
   }
 }
 
+/**
+ * PostgreSQL (the user's or an embedded one) with the run's migrated template on it, unless the
+ * user names one. If the template cannot be built, the server is stopped again.
+ */
+async function postgresWithTemplate(pg: Started, givenTemplate: string | undefined): Promise<Started> {
+  if (givenTemplate) return { env: { ...pg.env, [TEMPLATE_ENV]: givenTemplate }, stop: pg.stop };
+  const url = pg.env.DATABASE_URL ?? '';
+  let template;
+  try {
+    template = await buildTemplateDatabase(url);
+  } catch (err) {
+    await pg.stop?.().catch(() => {});
+    throw err;
+  }
+  return {
+    env: { ...pg.env, [TEMPLATE_ENV]: template.name },
+    async stop() {
+      // An embedded server's data dir goes as a whole; on the user's server, the template is dropped.
+      if (pg.stop) await pg.stop();
+      else await template.drop();
+    },
+  };
+}
+
 async function userRedis(url: string): Promise<Started> {
   const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5_000 });
   // connect() rejects with a bare "Connection is closed"; the socket's own error says why.
@@ -107,7 +136,10 @@ async function spawnedCluster(): Promise<Started> {
 export async function setupGlobal(): Promise<GlobalServers> {
   const env = process.env;
   const tasks: Array<[string, () => Promise<Started>]> = [
-    ['PostgreSQL', () => (env.DATABASE_URL ? userPostgres(env.DATABASE_URL) : embeddedPostgres())],
+    [
+      'PostgreSQL',
+      async () => postgresWithTemplate(await (env.DATABASE_URL ? userPostgres(env.DATABASE_URL) : embeddedPostgres()), env[TEMPLATE_ENV]),
+    ],
     ['Redis', () => (env.REDIS_URL ? userRedis(env.REDIS_URL) : spawnedRedis())],
     [
       'Redis Cluster',

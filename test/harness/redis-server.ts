@@ -37,6 +37,11 @@ export function findRedisServer(): string | undefined {
 export interface RedisProcess {
   readonly port: number;
   stop(): Promise<void>;
+  /**
+   * SIGKILL, at once. For a server under `CLIENT PAUSE … ALL`: it does not stop on SIGTERM while
+   * paused, so stop() would wait its 5 s for nothing (the harness's servers keep no data).
+   */
+  kill(): Promise<void>;
 }
 
 const live = new Set<ChildProcess>();
@@ -140,6 +145,11 @@ export async function spawnRedisServer(opts: SpawnOptions): Promise<RedisProcess
         const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
         await exited;
         clearTimeout(timer);
+      },
+      async kill() {
+        if (isGone()) return;
+        child.kill('SIGKILL');
+        await exited;
       },
     };
   }

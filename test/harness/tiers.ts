@@ -11,14 +11,23 @@
  * with DATABASE_URL, REDIS_URL and TEST_REDIS_CLUSTER_NODES removed from the environment and
  * TEST_TIER=pure set; test/harness/env.ts then throws a message naming the marker. So a file that
  * is marked pure but touches a server fails on every run, alone or in the full suite.
+ *
+ * Alone. A test that loads the CPU on purpose (a load test, a reshard under traffic, a file that
+ * starts the whole platform) measures or provokes what a busy machine does, and it slows whatever
+ * runs beside it into its timeouts. Such a file carries `// @alone` on its first line (its second
+ * after the pure marker); the runner runs those last, one at a time (tap --jobs=1), after every
+ * other file has finished, in their own tier (with the servers when they are not pure).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const PURE_MARKER = '// @tier: pure';
 
-/** The variables that carry the servers' addresses; unset for pure files. */
-export const SERVER_ENV = ['DATABASE_URL', 'REDIS_URL', 'TEST_REDIS_CLUSTER_NODES'] as const;
+/** Marks a file that runs alone, after the others, one at a time (see above). */
+export const ALONE_MARKER = '// @alone';
+
+/** The variables that carry the servers' addresses (and the migrated template's name); unset for pure files. */
+export const SERVER_ENV = ['DATABASE_URL', 'REDIS_URL', 'TEST_REDIS_CLUSTER_NODES', 'TEST_DATABASE_TEMPLATE'] as const;
 
 /** Set to `pure` in the environment of the pure pass. */
 export const TIER_ENV = 'TEST_TIER';
@@ -27,6 +36,12 @@ export const TIER_ENV = 'TEST_TIER';
 export function isPure(source: string): boolean {
   const nl = source.indexOf('\n');
   return (nl < 0 ? source : source.slice(0, nl)).trimEnd() === PURE_MARKER;
+}
+
+/** Whether a test file's source asks to run alone: the marker on its first line, or its second after the pure marker. */
+export function isAlone(source: string): boolean {
+  const [first = '', second = ''] = source.split('\n', 2).map((l) => l.trimEnd());
+  return first === ALONE_MARKER || (first === PURE_MARKER && second === ALONE_MARKER);
 }
 
 /** Whether a path names a test file the suite runs (tap's `include` is `test/**\/*.test.ts`). */
@@ -78,13 +93,18 @@ export function selectTests(args: readonly string[], defaultDir = 'test'): Selec
   return { options, files: named ? [...new Set(files)] : testFilesUnder(defaultDir) };
 }
 
+export interface Tiers {
+  /** Pure files that may run beside others. */
+  pure: string[];
+  /** Files that need the servers and may run beside others. */
+  servers: string[];
+  /** Files marked `// @alone`, by whether they need the servers; run last, one at a time. */
+  alone: { pure: string[]; servers: string[] };
+}
+
 /** The files of each tier; a file that cannot be read counts as needing servers. */
-export function splitByTier(
-  files: readonly string[],
-  read: (f: string) => string = (f) => readFileSync(f, 'utf8'),
-): { pure: string[]; servers: string[] } {
-  const pure: string[] = [];
-  const servers: string[] = [];
+export function splitByTier(files: readonly string[], read: (f: string) => string = (f) => readFileSync(f, 'utf8')): Tiers {
+  const out: Tiers = { pure: [], servers: [], alone: { pure: [], servers: [] } };
   for (const f of files) {
     let src = '';
     try {
@@ -92,9 +112,10 @@ export function splitByTier(
     } catch {
       // tap reports the missing file in the servers pass
     }
-    (isPure(src) ? pure : servers).push(f);
+    const tier = isAlone(src) ? out.alone : out;
+    (isPure(src) ? tier.pure : tier.servers).push(f);
   }
-  return { pure, servers };
+  return out;
 }
 
 /** The environment of the pure pass: no server addresses, and the tier named. */

@@ -24,6 +24,7 @@ import { createVerifier, TokenError } from '../../shared/jwt/index.js';
 import { KeySet } from '../../shared/jwt/key-set.js';
 import { waitFor } from '../harness/wait.js';
 import { accessClaims, generateTestKey, jwksOf, sign, TEST_AUDIENCE, TEST_ISSUER, type JwksDoc } from '../harness/tokens.js';
+import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 
 const T0 = Date.UTC(2025, 0, 15, 12, 0, 0);
 /** Short enough that waiting for a few ticks is quick; the timer itself is what is tested. */
@@ -234,7 +235,8 @@ t.test("the timer is unref'd: a process holding an unclosed key set still exits"
       refreshIntervalMs: 20, fetchTimeoutMs: 2000, now: Date.now });
     await ks.ready();
     console.log('loaded');`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // A plain node (test/harness/child.ts): no tap hook in the child whose exit is the point.
+  const child = spawn(PLAIN_NODE, plainNodeArgs(['--input-type=module', '-e', script]), { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   // Not a time budget: a guard so a regression (a ref'd timer) fails this test instead of hanging it.

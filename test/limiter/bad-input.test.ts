@@ -1,8 +1,8 @@
 // @tier: pure
 /**
  * Bad and awkward input against the sidecar running as its own process (dist/limiter/main.js):
- * oversized headers (uWS reads UWS_HTTP_MAX_HEADERS_SIZE from the environment when it loads, so
- * only a fresh process can show LIMITER_MAX_HEADERS_SIZE at work), chunked request bodies within
+ * oversized headers (LIMITER_MAX_HEADERS_SIZE in a fresh process; the pinned uWS build reads no
+ * UWS_HTTP_MAX_HEADERS_SIZE, its split-head limit is a fixed 4096 bytes: test/limiter/split-head.test.ts), chunked request bodies within
  * and over LIMITER_MAX_BODY, Expect: 100-continue, a malformed Content-Length, request bodies still
  * arriving when the answer is already known (dead or early-answering upstream), and clients that
  * vanish mid-body. Each case ends by checking the process is alive and serving (a case that kills

@@ -1,4 +1,5 @@
 // @tier: pure
+// @alone
 /**
  * A live Redis Cluster reshard under traffic (issue 23, item 6): MOVED, ASK and TRYAGAIN are the
  * cluster working as designed, so a sidecar follows them and never counts them as failures. The

@@ -1,4 +1,5 @@
 // @tier: pure
+// @alone
 /**
  * Deadlines that measure Redis, not our event loop (issue 23, item 5): three sidecars on one Redis
  * under load, on a machine whose two cores are kept busy by two `nice 19` child processes, with

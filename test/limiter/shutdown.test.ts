@@ -2,7 +2,8 @@
 /**
  * Graceful shutdown: close() stops taking connections at once, reports draining on /readyz, lets a
  * slow request in flight finish, and resolves only after it; a request that would outlive the
- * grace period does not hold close() past it.
+ * grace period does not hold close() past it; once drained, no connection is left open, idle
+ * keep-alive ones on either port included.
  */
 import t from 'tap';
 import { connect } from 'node:net';
@@ -71,4 +72,29 @@ t.test('a request that outlives the grace period does not hold close() past it',
   t.pass('the abandoned request was ended, not left open, and the upstream saw it cut');
   const r = await outcome;
   t.notMatch(r, { status: 504 }, 'ended by close(), not answered by the 4 s upstream timeout');
+});
+
+t.test('close() closes the idle keep-alive connections on the data and admin ports', async (t) => {
+  const sc = await startTestSidecar(t, { upstream: up.url, quotas });
+  /** A raw connection: what it received, and whether it was closed. */
+  const open = async (port: number, request: string) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let data = '';
+    let closed = false;
+    s.on('data', (c: Buffer) => (data += c.toString('latin1')));
+    s.on('close', () => (closed = true));
+    s.on('error', () => {});
+    await new Promise((r) => s.once('connect', r));
+    s.write(request);
+    await waitFor(() => /\r\n\r\n\{[\s\S]*\}$/.test(data), { what: `an answer on port ${port}` });
+    return { data: () => data, closed: () => closed };
+  };
+  const data = await open(sc.sidecar.port, `GET /v1/kept HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEY}\r\n\r\n`);
+  const admin = await open(sc.sidecar.adminPort, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.match(data.data(), /^HTTP\/1\.1 200 /, 'a request through the data port, answered');
+  t.match(admin.data(), /^HTTP\/1\.1 200 /, 'and one on the admin port');
+  t.notOk(data.closed() || admin.closed(), 'both connections kept alive, idle');
+  await sc.close();
+  await waitFor(() => data.closed() && admin.closed(), { what: 'both idle connections to be closed by close()' });
+  t.pass('closed once close() resolved');
 });

@@ -10,6 +10,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PLAIN_NODE, plainProgramArgs } from '../harness/child.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const buf = join(root, 'node_modules/.bin/buf');
@@ -21,8 +22,12 @@ function filesUnder(dir: string): string[] {
     .sort();
 }
 
+/**
+ * `buf` is a Node shim around the native binary, and `buf generate` runs the plugin, a Node script:
+ * both are started without tap's processinfo hook (test/harness/child.ts), which doubled their start.
+ */
 function run(args: string[]): { status: number | null; output: string } {
-  const r = spawnSync(buf, args, { cwd: root, encoding: 'utf8' });
+  const r = spawnSync(PLAIN_NODE, plainProgramArgs(buf, args), { cwd: root, encoding: 'utf8' });
   return { status: r.status, output: `${r.stdout}${r.stderr}${r.error ? String(r.error) : ''}` };
 }
 

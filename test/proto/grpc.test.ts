@@ -22,6 +22,7 @@ import type { GrpcServiceImplementation } from '../../shared/grpc.js';
 import {
   AckRequestSchema,
   AckResponseSchema,
+  LookupResponseSchema,
   Algorithm,
   DeleteRequestSchema,
   DeleteResponseSchema,
@@ -94,6 +95,17 @@ const sync: GrpcServiceImplementation<typeof QuotaSyncService> = {
   ack(call, callback) {
     acks.push({ sidecarId: call.request.sidecarId, version: call.request.version });
     callback(null, create(AckResponseSchema));
+  },
+  lookup(call, callback) {
+    const ids = call.request.subjectIds;
+    callback(
+      null,
+      create(LookupResponseSchema, {
+        quotas: ids.flatMap((id) => table.get(id) ?? []),
+        unknownSubjectIds: ids.filter((id) => !table.has(id)),
+        version,
+      }),
+    );
   },
 };
 

@@ -10,11 +10,24 @@ import { loadConfig } from '../../shared/config.js';
 import { startNotifier } from '../../notifier/app.js';
 import { notifierConfig } from '../../notifier/config.js';
 import { testLogger } from '../harness/log.js';
+import { loadMigrations } from '../../shared/migrate.js';
+import { migrationsDir } from '../../shared/paths.js';
 
 for (const name of ['control-plane', 'notifier', 'identity'] as const) {
   t.test(`${name}: ready against its database, with health, metrics and problem+json 404`, async (t) => {
-    const db = await useTestDatabase(t, name);
+    // An empty database, not a copy of the migrated template: the service migrates it at start.
+    const db = await useTestDatabase(t, name, { empty: true });
     const svc = await useService(t, name, { DATABASE_URL: db.url });
+    const dir = migrationsDir(name === 'control-plane' ? 'limiter/control-plane' : name);
+    const files = (await loadMigrations(dir)).map((m) => m.version);
+    const { rows } = await db.pool.query<{ version: number }>('SELECT version FROM schema_migrations WHERE service = $1 ORDER BY version', [
+      name,
+    ]);
+    t.same(
+      rows.map((r) => r.version),
+      files,
+      'its migrations were applied at start',
+    );
     const health = await fetch(`${svc.url}/healthz`);
     t.equal(health.status, 200);
     const ready = await fetch(`${svc.url}/readyz`);

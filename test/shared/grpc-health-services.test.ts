@@ -87,6 +87,8 @@ async function listServices(t: Test, address: string): Promise<string[]> {
   const answer = new Promise<ServerReflectionResponse>((resolve) => call.once('data', resolve));
   call.write(create(ServerReflectionRequestSchema, { messageRequest: { case: 'listServices', value: '' } }));
   const r = await answer;
+  // Ended once answered: a stream left open holds a draining server's tryShutdown to its grace.
+  call.end();
   return r.messageResponse.case === 'listServicesResponse' ? r.messageResponse.value.service.map((s) => s.name) : [];
 }
 

@@ -2,6 +2,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../../shared/config.js';
@@ -13,6 +14,7 @@ import {
   withDependency,
   type LifecycleLog,
 } from '../../shared/lifecycle.js';
+import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { waitFor as until } from '../harness/wait.js';
 
 // ── in-process: the state machine with injected exit and signals ────────────
@@ -243,8 +245,11 @@ t.test('describeStartupError names what failed in one line', async (t) => {
 
 // ── a real child process ────────────────────────────────────────────────────
 
-const CHILD = fileURLToPath(new URL('../fixtures/lifecycle/child.ts', import.meta.url));
-const TS_LOADER = import.meta.resolve('@tapjs/typescript/import');
+// The fixture as `tsc -b` compiled it (npm test builds first), run by a plain `node` as a service's
+// dist/…/main.js is: each of the ten runs below took about 1 s when it started ts-node (the
+// TypeScript compiler) and tap's processinfo hook (test/harness/child.ts) to load child.ts.
+const CHILD = fileURLToPath(new URL('../../dist/test/fixtures/lifecycle/child.js', import.meta.url));
+if (!existsSync(CHILD)) throw new Error(`${CHILD} is missing: run \`npx tsc -b\` first (npm test does)`);
 
 interface Exited {
   code: number | null;
@@ -263,8 +268,7 @@ interface Teardown {
 }
 
 function run(t: Teardown, mode: string, arg = '') {
-  const child = spawn(process.execPath, ['--import', TS_LOADER, CHILD, mode, arg], {
-    env: { ...process.env, NODE_OPTIONS: '', TS_NODE_TRANSPILE_ONLY: '1' },
+  const child = spawn(PLAIN_NODE, plainNodeArgs([CHILD, mode, arg]), {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.teardown(() => {

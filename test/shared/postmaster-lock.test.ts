@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../../shared/embedded-postgres.js';
 import { describeRunning, inspectLock, type ProcessTable } from '../../shared/postmaster-lock.js';
+import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { waitFor } from '../harness/wait.js';
 
 async function tempDir(t: { teardown(fn: () => unknown): void }): Promise<string> {
@@ -72,15 +73,14 @@ t.test('what a lock means', async (t) => {
 
 t.test('the server a killed npm start left running is named with its pid; after kill N a start works', async (t) => {
   const dataDir = join(await tempDir(t), 'data');
+  // The fixture as `tsc -b` compiled it, by a plain `node` (test/harness/child.ts): loading hold.ts
+  // through ts-node cost about 1 s of CPU.
   const hold = spawn(
-    process.execPath,
-    [
-      '--import',
-      import.meta.resolve('@tapjs/typescript/import'),
-      fileURLToPath(new URL('../fixtures/postgres/hold.ts', import.meta.url)),
-      dataDir,
-    ],
-    { env: { ...process.env, NODE_OPTIONS: '', TS_NODE_TRANSPILE_ONLY: '1' }, stdio: ['ignore', 'pipe', 'inherit'] },
+    PLAIN_NODE,
+    plainNodeArgs([fileURLToPath(new URL('../../dist/test/fixtures/postgres/hold.js', import.meta.url)), dataDir]),
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
   );
   let out = '';
   hold.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -12,6 +12,7 @@ import { startAdminBootstrap } from '../../../identity/accounts/bootstrap-admin.
 import { testLogger } from '../../harness/log.js';
 import { waitFor } from '../../harness/wait.js';
 import { startTestIdentity } from './helpers.js';
+import { PLAIN_NODE, plainNodeArgs } from '../../harness/child.js';
 
 interface Run {
   code: number | null;
@@ -20,7 +21,7 @@ interface Run {
 }
 
 function adminCli(args: string[], env: Record<string, string | undefined>): Promise<Run> {
-  const child = spawn(process.execPath, [resolve('dist/bin/admin.js'), ...args], {
+  const child = spawn(PLAIN_NODE, plainNodeArgs([resolve('dist/bin/admin.js'), ...args]), {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import t from 'tap';
 import { ADMIN_TOKEN, startOAuthServer } from '../oauth/helpers.js';
+import { PLAIN_NODE, plainNodeArgs } from '../../harness/child.js';
 
 interface Run {
   code: number | null;
@@ -14,7 +15,7 @@ interface Run {
 }
 
 function keys(args: string[], env: Record<string, string | undefined>): Promise<Run> {
-  const child = spawn(process.execPath, [resolve('dist/bin/keys.js'), ...args], {
+  const child = spawn(PLAIN_NODE, plainNodeArgs([resolve('dist/bin/keys.js'), ...args]), {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { loadConfig } from '../../../shared/config.js';
 import { startIdentity, type Identity, type IdentityDeps } from '../../../identity/app.js';
 import { identityConfig } from '../../../identity/config.js';
-import { startSandbox, type Sandbox } from '../../../notifier/sandbox/app.js';
+import { startSandbox, type Sandbox } from '../../../sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 import { testLogger } from '../../harness/log.js';
 import { testEnv, useService, type RunningService } from '../../harness/services.js';

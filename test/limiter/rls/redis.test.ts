@@ -101,6 +101,9 @@ t.test('Redis paused: every answer in time, each quota’s fail mode, no error',
   const admin = new Redis(redis.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
   await admin.connect();
   t.teardown(() => admin.disconnect());
+  // Paused for longer than the test runs; a paused Redis does not stop on SIGTERM (its stop() in the
+  // teardown waited 5 s for the harness's SIGKILL), so it is killed first, before the sidecar closes.
+  t.teardown(() => redis.kill());
   await admin.call('CLIENT', 'PAUSE', '120000', 'ALL');
   await failModes(t, (d) => shouldRateLimit(rls, d));
   t.equal(s.sidecar.breaker.state, 'open', 'the circuit opened');

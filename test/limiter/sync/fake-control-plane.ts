@@ -10,6 +10,7 @@ import { addGrpcService } from '../../../shared/grpc.js';
 import type { RouteRuleSchema } from '../../../proto/gen/quota/v1/quota_pb.js';
 import {
   AckResponseSchema,
+  LookupResponseSchema,
   Algorithm,
   QuotaSchema,
   QuotaSyncService,
@@ -61,6 +62,10 @@ export class FakeControlPlane {
   failSnapshots = false;
   /** Fail every Ack with UNAVAILABLE while set. */
   failAcks = false;
+  /** Fail every Lookup with UNAVAILABLE while set. */
+  failLookups = false;
+  /** The subjects of every Lookup call, in order. */
+  readonly lookups: string[][] = [];
   /** Replaces the normal answer of Snapshot (e.g. to send a stale one). */
   snapshotOverride: ((req: SnapshotRequest) => Snapshot) | undefined;
   private server: grpc.Server | undefined;
@@ -90,6 +95,23 @@ export class FakeControlPlane {
         }
         const since = Number(call.request.sinceVersion);
         callback(null, this.snapshotOverride ? this.snapshotOverride(call.request) : this.snapshotAfter(since));
+      },
+      lookup: (call, callback) => {
+        this.lookups.push([...call.request.subjectIds]);
+        if (this.failLookups) {
+          callback({ code: grpc.status.UNAVAILABLE, details: 'failing on purpose' });
+          return;
+        }
+        const ids = call.request.subjectIds;
+        const quotas = ids.flatMap((id) => this.table.get(id) ?? []);
+        callback(
+          null,
+          create(LookupResponseSchema, {
+            quotas,
+            unknownSubjectIds: ids.filter((id) => !this.table.has(id)),
+            version: BigInt(this.version),
+          }),
+        );
       },
       ack: (call, callback) => {
         if (this.failAcks) {

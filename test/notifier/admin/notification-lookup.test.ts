@@ -1,6 +1,7 @@
 /**
  * The operator's lookups through a real notifier with scripted providers: a user's notifications
- * newest first by cursor, each with the status view and the reason for a failure or an opt-out;
+ * newest first by cursor, everyone's filtered by type, channel and delivery status (the console's
+ * recent activity), each with the status view and the reason for a failure or an opt-out;
  * one by id; the notification-type catalogue with its policy per tier. Operators only.
  */
 import t from 'tap';
@@ -76,8 +77,28 @@ t.test('notifications by recipient and by id, with per-channel status and why', 
   t.equal((await core.api('GET', '/api/v1/admin/notifications/00000000-0000-4000-8000-000000000000', undefined, core.admin)).status, 404);
   t.equal((await core.api('GET', '/api/v1/admin/notifications/not-a-uuid', undefined, core.admin)).status, 404);
 
+  // Everyone's (the console's recent activity), and the filters.
+  const ids4 = async (q: string): Promise<string[]> => {
+    const r = await core.api('GET', `/api/v1/admin/notifications?${q}`, undefined, core.admin);
+    t.equal(r.status, 200, `${q || '(none)'}: ${JSON.stringify(r.body).slice(0, 200)}`);
+    return (r.body.notifications as { id: string }[]).map((n) => n.id);
+  };
+  const everyone = await ids4('');
+  t.equal(everyone.length, 4, "without user_id: everyone's");
+  t.same(everyone.slice(1), [...ids].reverse(), "newest first (u2's last, so first)");
+  // u1's three, whose states are settled (u2's is still on its way: left out of the comparison).
+  const ofU1 = async (q: string) => (await ids4(q)).filter((id) => ids.includes(id));
+  t.same(await ofU1('channel=email'), [ids[1]], 'channel=email: the one with an e-mail delivery');
+  t.same(await ofU1('status=opted_out'), [ids[2]], 'status=opted_out: the marketing push');
+  t.same(await ofU1('channel=email&status=failed'), [ids[1]], 'channel and status together');
+  t.same(await ofU1('channel=push&status=failed'), [], 'no push of u1 failed');
+  t.same(await ofU1('channel=push&status=sent'), [ids[0]], 'the push that was sent');
+  t.same(await ofU1('notification_type=marketing'), [ids[2]], 'by notification type');
+  t.same(await ids4('user_id=u1&notification_type=order_updates'), [ids[1]], "a user's, by type");
+
   for (const [q, field] of [
-    ['', 'user_id'],
+    ['status=nonsense', 'status'],
+    ['channel=fax', 'channel'],
     ['user_id=has%20space', 'user_id'],
     ['user_id=u1&limit=0', 'limit'],
     ['user_id=u1&limit=101', 'limit'],

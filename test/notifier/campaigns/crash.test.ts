@@ -1,10 +1,13 @@
+// @alone
 /**
  * A campaign's fan-out survives its workers dying (notifier/campaigns/fanout.ts):
  *
  * - two notifier replicas as their own processes (`node dist/notifier/main.js`, built by
  *   `npx tsc -b`) expand a 20,000-member list segment (100 shards); each is killed with SIGKILL in the middle of
  *   a shard; the survivor takes that shard over once the killed one's heartbeats stop (not when
- *   pg-boss would expire its job, 60 s later), and the time it took is printed; the killed one is
+ *   pg-boss would expire its job, 60 s later): the shard is queued again within seconds of its
+ *   last heartbeat (measured on the database's clock from the jobs' timestamps, asserted; when it
+ *   was taken and expanded is printed); the killed one is
  *   restarted; the fan-out still ends `expanded` with exactly one delivery per
  *   member and channel, none missing, none twice, and counters that say 20,000;
  * - a shard job lost from pg-boss (a lost wake-up) is sent again by the planning step when the
@@ -16,7 +19,8 @@ import { statSync } from 'node:fs';
 import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startSandbox } from '../../../notifier/sandbox/app.js';
+import { startSandbox } from '../../../sandbox/app.js';
+import { PLAIN_NODE, plainNodeArgs } from '../../harness/child.js';
 import { useTestDatabase } from '../../harness/db.js';
 import { freePort } from '../../harness/ports.js';
 import { waitFor } from '../../harness/wait.js';
@@ -29,6 +33,14 @@ const MEMBERS = 20_000;
 // 100 shards: enough that each kill lands mid-expansion, at 40% of the rows the first version wrote.
 const SHARD = 200;
 const CHANNELS = ['push', 'in_app'];
+const HEARTBEAT_MS = 500;
+const JOB_EXPIRE_S = 60;
+// Issue 27: "campaign expansion resumes within seconds of a replica's death". Three silent
+// heartbeats (1.5 s) and the next look make ~2 s until the dead replica's shard is queued again;
+// the bound leaves room for a loaded machine and stays a quarter of the 60 s job expiry (plus
+// maintenance) the stall lasted before. (When the survivor then expands it depends on how many
+// shards are queued ahead of it, so that figure is printed, not bounded.)
+const RESUME_WITHIN_S = 15;
 
 t.test('SIGKILL of each replica during the expansion: exactly one delivery per member and channel', async (t) => {
   try {
@@ -55,13 +67,13 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
     NOTIFIER_SEND_TIMEOUT: '1s',
     // pg-boss's own expiry stays long (the default): a shard of a killed replica resumes within
     // seconds only because the survivor sees its heartbeats stop (campaigns/shard-rescue.ts).
-    NOTIFIER_JOB_EXPIRE: '60s',
+    NOTIFIER_JOB_EXPIRE: `${JOB_EXPIRE_S}s`,
     NOTIFIER_QUEUE_MAINTENANCE: '1s',
     NOTIFIER_IDLE_POLL: 'transactional=20ms,high=20ms,normal=50ms,low=20ms',
     NOTIFIER_CAMPAIGN_SHARD_SIZE: String(SHARD),
     NOTIFIER_CAMPAIGN_CONCURRENCY: '1',
     NOTIFIER_CAMPAIGN_APPROVAL_THRESHOLD: '1000000',
-    NOTIFIER_REPLICA_HEARTBEAT: '500ms',
+    NOTIFIER_REPLICA_HEARTBEAT: `${HEARTBEAT_MS}ms`,
   };
   const replicas = [
     { name: 'A', port: await freePort(), child: undefined as ChildProcess | undefined, output: '', replica: '' },
@@ -71,7 +83,7 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
     (await pool.query<{ id: string }>('SELECT id FROM notifier_replicas')).rows.map((x) => x.id);
   const start = async (r: (typeof replicas)[number]): Promise<void> => {
     const before = await registered().catch(() => [] as string[]);
-    const p = spawn(process.execPath, [MAIN], {
+    const p = spawn(PLAIN_NODE, plainNodeArgs([MAIN]), {
       cwd: ROOT,
       env: { ...env, NOTIFIER_PORT: String(r.port) },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -161,7 +173,10 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
       break;
     }
     await kill(r);
-    const killedAt = Date.now();
+    // Its last heartbeat, on the database's clock: where the time to resume is measured from.
+    const lastBeat = (
+      await pool.query<{ at: Date }>('SELECT coalesce(max(heartbeat_at), now()) AS at FROM notifier_replicas WHERE id = $1', [r.replica])
+    ).rows[0]!.at;
     const after = await progress();
     t.ok(after.shards_done < after.shards!, `${r.name} killed while expanding (${after.shards_done} of ${after.shards} shards done)`);
     const { rows: orphans } = await pool.query<{ shard: number; job_id: string }>(
@@ -173,7 +188,7 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
       kills.push(`${r.name} (between shards, after ${claimed.shard})`);
     } else {
       // The event: the survivor's rescue gives the orphaned shard a new job, and the survivor
-      // expands it. The time it took is recorded, not bounded here.
+      // expands it. The time it took is read from the jobs' own timestamps (below).
       const o = orphans[0]!;
       const rescued = await waitFor(
         async () =>
@@ -185,13 +200,37 @@ t.test('SIGKILL of each replica during the expansion: exactly one delivery per m
           ).rows.find((x) => x.job_id !== o.job_id && x.state === 'done'),
         { timeoutMs: 60_000, intervalMs: 20, what: `shard ${o.shard} of the killed ${r.name} to be expanded by ${survivor.name}` },
       );
-      const resumedS = (Date.now() - killedAt) / 1000;
       t.equal(rescued.claimed_by, survivor.replica, `shard ${o.shard} was expanded by the survivor ${survivor.name}`);
+      // The time to resume, from the killed replica's last heartbeat to the new job's start
+      // (handed on and taken) and end (the shard expanded), all on the database's clock, so the
+      // test's own polling does not count.
+      const { rows: timing } = await pool.query<{ handed_s: number; started_s: number; resumed_s: number }>(
+        `SELECT extract(epoch FROM created_on - $2::timestamptz)::float8 AS handed_s,
+                extract(epoch FROM started_on - $2::timestamptz)::float8 AS started_s,
+                extract(epoch FROM completed_on - $2::timestamptz)::float8 AS resumed_s
+           FROM pgboss.job WHERE id = $1`,
+        [rescued.job_id, lastBeat],
+      );
+      const { handed_s: handedS, started_s: startedS, resumed_s: resumedS } = timing[0]!;
+      t.ok(
+        handedS >= (3 * HEARTBEAT_MS) / 1000,
+        `handed on only once the replica had been silent for three heartbeats (${handedS.toFixed(2)} s)`,
+      );
+      t.ok(
+        handedS <= RESUME_WITHIN_S,
+        `the shard was queued again within seconds of the death: ${handedS.toFixed(2)} s after the last heartbeat ` +
+          `(at most ${RESUME_WITHIN_S} s; the job's expiry would have been ${JOB_EXPIRE_S} s or more)`,
+      );
       const { rows: old } = await pool.query<{ state: string }>(`SELECT state FROM pgboss.job WHERE id = $1`, [o.job_id]);
       t.equal(old[0]?.state, 'cancelled', "the killed replica's job was handed on (cancelled), not left to expire after 60 s");
       handedOn += 1;
-      kills.push(`${r.name} holding shard ${o.shard}: expanded by ${survivor.name} ${resumedS.toFixed(1)} s after the kill`);
-      t.comment(`time to resume after killing ${r.name}: ${resumedS.toFixed(1)} s (heartbeat 0.5 s, job expiry 60 s)`);
+      kills.push(
+        `${r.name} holding shard ${o.shard}: queued again ${handedS.toFixed(1)} s and expanded by ${survivor.name} ${resumedS.toFixed(1)} s after its last heartbeat`,
+      );
+      t.comment(
+        `time to resume after killing ${r.name}: handed on ${handedS.toFixed(2)} s, taken ${startedS.toFixed(2)} s, ` +
+          `expanded ${resumedS.toFixed(2)} s after its last heartbeat (heartbeat ${HEARTBEAT_MS} ms, job expiry ${JOB_EXPIRE_S} s)`,
+      );
     }
     await start(r);
   }

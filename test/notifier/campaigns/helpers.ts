@@ -29,6 +29,8 @@ export function memberIds(n: number, prefix = 'u'): string[] {
 /** Uploads a list segment as NDJSON, in pieces; returns the answer. */
 export async function uploadList(core: Core, id: string, ids: readonly string[]): Promise<Json> {
   const up = openUpload(core, id);
+  // No ids: one blank line, an empty list on purpose (a body of 0 bytes is refused as a missing file).
+  if (ids.length === 0) await up.write('\n');
   for (let i = 0; i < ids.length; i += 5000) {
     await up.write(
       ids

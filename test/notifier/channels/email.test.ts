@@ -6,7 +6,7 @@
 import t from 'tap';
 import { createSmtpChannel, classifySmtpError, senderDomain, smtpPoolOptions } from '../../../notifier/channels/email-smtp.js';
 import type { Channel } from '../../../notifier/channels/channel.js';
-import type { Sandbox } from '../../../notifier/sandbox/app.js';
+import type { Sandbox } from '../../../sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 import { closedPort, ctx, guardDeps, message, useSandbox } from './helpers.js';
 

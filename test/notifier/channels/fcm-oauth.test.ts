@@ -16,7 +16,7 @@ import t from 'tap';
 import { createFcmChannel } from '../../../notifier/channels/push-fcm.js';
 import { channelsConfig, createChannels, serviceAccountTokens } from '../../../notifier/channels/index.js';
 import type { Channel } from '../../../notifier/channels/channel.js';
-import type { Sandbox } from '../../../notifier/sandbox/app.js';
+import type { Sandbox } from '../../../sandbox/app.js';
 import { FakeClock, type Clock } from '../../../shared/clock.js';
 import { loadConfig } from '../../../shared/config.js';
 import { FCM_SCOPE, parseServiceAccountKey, readServiceAccountKey, type ServiceAccountKey } from '../../../shared/service-account.js';

@@ -1,5 +1,5 @@
 /** Shared set-up of the channel tests: a sandbox on port 0, guard settings, messages. */
-import { startSandbox, type Sandbox, type SandboxOptions } from '../../../notifier/sandbox/app.js';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../../../sandbox/app.js';
 import type { GuardDeps } from '../../../notifier/channels/breaker.js';
 import type { OutboundMessage, SendContext } from '../../../notifier/channels/channel.js';
 import { systemClock, type Clock } from '../../../shared/clock.js';

@@ -4,7 +4,7 @@ import t from 'tap';
 import { loadConfig } from '../../../shared/config.js';
 import { createRegistry } from '../../../shared/metrics.js';
 import { channelsConfig, createChannels, CHANNEL_ENV_NAMES } from '../../../notifier/channels/index.js';
-import { ENV } from '../../../shared/env.js';
+import { ENV } from '../../../bin/env-catalogue.js';
 import { ctx, message, useSandbox } from './helpers.js';
 
 t.test('the defaults point at the sandbox under npm start', async (t) => {

@@ -11,7 +11,7 @@ import { createTwilioChannel } from '../../../notifier/channels/sms-twilio.js';
 import type { GuardDeps } from '../../../notifier/channels/breaker.js';
 import { FakeClock, systemClock } from '../../../shared/clock.js';
 import { createRegistry } from '../../../shared/metrics.js';
-import type { Sandbox } from '../../../notifier/sandbox/app.js';
+import type { Sandbox } from '../../../sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 import { waitFor } from '../../harness/wait.js';
 import { ctx, message, useSandbox } from './helpers.js';

@@ -7,7 +7,7 @@ import t from 'tap';
 import { createTwilioChannel, classifyTwilio } from '../../../notifier/channels/sms-twilio.js';
 import type { Channel } from '../../../notifier/channels/channel.js';
 import { systemClock } from '../../../shared/clock.js';
-import type { Sandbox } from '../../../notifier/sandbox/app.js';
+import type { Sandbox } from '../../../sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 import { ctx, guardDeps, message, useSandbox } from './helpers.js';
 

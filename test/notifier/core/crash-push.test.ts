@@ -1,7 +1,8 @@
+// @alone
 /**
  * SIGKILL of the notifier process (`node dist/notifier/main.js`, built by `npx tsc -b`) three times
  * under a push load, each time restarted, then reconciled against the sandbox's FCM and its model
- * of what each device shows (notifier/sandbox/display.ts):
+ * of what each device shows (sandbox/display.ts):
  *
  * - nothing lost: every notification that got its 202 is stored, routed and sent to every device;
  * - no duplicate visible to the recipient: a send repeated after a kill carries the same replace
@@ -22,8 +23,9 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
-import { startSandbox } from '../../../notifier/sandbox/app.js';
-import type { DevicePlatform } from '../../../notifier/sandbox/display.js';
+import { startSandbox } from '../../../sandbox/app.js';
+import type { DevicePlatform } from '../../../sandbox/display.js';
+import { PLAIN_NODE, plainNodeArgs } from '../../harness/child.js';
 import { useTestDatabase } from '../../harness/db.js';
 import { freePort } from '../../harness/ports.js';
 import { waitFor } from '../../harness/wait.js';
@@ -88,7 +90,7 @@ t.test('SIGKILL under a push load, three times: none lost, no duplicate on any d
   let child: ChildProcess | undefined;
   let output = '';
   const start = async (): Promise<ChildProcess> => {
-    const p = spawn(process.execPath, [MAIN], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(PLAIN_NODE, plainNodeArgs([MAIN]), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     p.stdout.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
     p.stderr.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
     await waitFor(async () => (await fetch(`${base}/readyz`)).ok, {

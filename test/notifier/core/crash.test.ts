@@ -1,3 +1,4 @@
+// @alone
 /**
  * The notifier as its own process (`node dist/notifier/main.js`, built by `npx tsc -b`), killed
  * with SIGKILL in the middle of a load, restarted, and reconciled against the sandbox providers:
@@ -16,7 +17,8 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
-import { startSandbox } from '../../../notifier/sandbox/app.js';
+import { startSandbox } from '../../../sandbox/app.js';
+import { PLAIN_NODE, plainNodeArgs } from '../../harness/child.js';
 import { useTestDatabase } from '../../harness/db.js';
 import { freePort } from '../../harness/ports.js';
 import { waitFor } from '../../harness/wait.js';
@@ -66,7 +68,7 @@ t.test(
     let child: ChildProcess | undefined;
     let output = '';
     const start = async (): Promise<ChildProcess> => {
-      const p = spawn(process.execPath, [MAIN], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const p = spawn(PLAIN_NODE, plainNodeArgs([MAIN]), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       p.stdout.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
       p.stderr.on('data', (c: Buffer) => (output = (output + c.toString()).slice(-8000)));
       await waitFor(async () => (await fetch(`${base}/readyz`)).ok, {

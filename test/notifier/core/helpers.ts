@@ -15,11 +15,18 @@ import { waitFor } from '../../harness/wait.js';
 
 export const SERVICE_SECRET = 'core-test-service-secret-0123456789';
 
-/** Fast settings for tests: short retries and polls. Override per test. */
+/**
+ * Fast settings for tests: short retries and polls. Override per test.
+ *
+ * The idle poll is what a test waits on only for work this process did not wake at once (a retry
+ * whose delay ran out, another replica's work): each of the ~25 queue runners queries an empty
+ * queue every period, so at 20 ms one idle notifier cost ~0.5 s of PostgreSQL CPU and ~0.2 s of
+ * its own per second (bench/RESULTS.md, "The notifier's idle poll in tests"); at 100 ms, under half.
+ */
 export const FAST_ENV: Record<string, string> = {
   SERVICE_SECRET,
   NOTIFIER_RETRY_SCHEDULE: '50ms,100ms',
-  NOTIFIER_IDLE_POLL: 'transactional=20ms,high=20ms,normal=20ms,low=20ms',
+  NOTIFIER_IDLE_POLL: 'transactional=100ms,high=100ms,normal=100ms,low=100ms',
   NOTIFIER_SEND_TIMEOUT: '2s',
   NOTIFIER_TRACKING_SECRET: 'tracking-secret-for-tests-0123',
   NOTIFIER_PUBLIC_URL: 'http://edge.test',

@@ -1,3 +1,4 @@
+// @alone
 /**
  * A flood of 10,000 provider callbacks at once is absorbed without blocking sends: every one is
  * answered 200 and stored exactly once (none lost, none doubled), the deliveries they name move,
@@ -16,8 +17,10 @@ const FLOOD = 10_000;
 
 t.test('10,000 callbacks at once: all stored once, their deliveries moved, and sends still complete', async (t) => {
   const rig = await feedbackRig(t, 'feedback_flood');
-  // The sandbox's own callbacks come late, so the flood's are the first word on each message.
-  rig.sandbox.setFaults({ channel: 'sms', callback_delay_ms: 60_000 }, { channel: 'email', callback_delay_ms: 100 });
+  // The sandbox's own callbacks come late, so the flood's are the first word on each message: the
+  // longest delay it takes (10 min; its waits end when it closes), for a minute was not enough on
+  // a loaded machine (the sandbox's 20 `delivered` arrived during the flood: 10,020 events stored).
+  rig.sandbox.setFaults({ channel: 'sms', callback_delay_ms: 600_000 }, { channel: 'email', callback_delay_ms: 100 });
   await rig.user('u-fl', 'flood@example.com', '+15550006666');
   // Twenty SMS already sent: the flood carries their `delivered`.
   const sent: string[] = [];

@@ -7,7 +7,7 @@
  * (NOTIFIER_SES_TOPIC_ARNS, as `npm start` sets it); a test may pass another value, or `''` for
  * none.
  */
-import { SANDBOX_TOPIC_ARN, startSandbox, type Sandbox, type SandboxOptions } from '../../../notifier/sandbox/app.js';
+import { SANDBOX_TOPIC_ARN, startSandbox, type Sandbox, type SandboxOptions } from '../../../sandbox/app.js';
 import type { TestContext } from '../../harness/db.js';
 import { waitFor } from '../../harness/wait.js';
 import { createTemplate, putProfile, startCore, type Core, type CoreOptions, type Json } from '../core/helpers.js';

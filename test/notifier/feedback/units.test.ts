@@ -28,9 +28,9 @@ import {
   type FeedbackState,
 } from '../../../notifier/tracking/states.js';
 import { providerMessageId } from '../../../notifier/channels/email-smtp.js';
-import { SandboxSns } from '../../../notifier/sandbox/sns.js';
-import { selfSignedCertificate } from '../../../notifier/sandbox/x509.js';
-import { decideOutcome, parseFaultProfile, seededRandom } from '../../../notifier/sandbox/faults.js';
+import { SandboxSns } from '../../../sandbox/sns.js';
+import { selfSignedCertificate } from '../../../sandbox/x509.js';
+import { decideOutcome, parseFaultProfile, seededRandom } from '../../../sandbox/faults.js';
 import { FeedbackWriter, type FeedbackMetrics } from '../../../notifier/feedback/writer.js';
 import type { Pool } from '../../../shared/db.js';
 import { testLogger } from '../../harness/log.js';

@@ -32,7 +32,9 @@ t.test('an e-mail and an SMS reach delivered through the providers own webhooks'
     },
     { what: 'three matched provider events' },
   );
-  const email = rig.sandbox.messages({ channel: 'email' })[0]!;
+  // The last e-mail the sandbox accepted: on a loaded machine a first attempt can outlast the send
+  // deadline after the sandbox accepted it, and the retry's message id is the one recorded.
+  const email = rig.sandbox.messages({ channel: 'email' }).at(-1)!;
   t.match(email.id, /^0100[0-9a-f]{12}-.*-000000$/, 'the sandbox answered with an SES-shaped message id');
   t.same(
     rows.filter((r) => r.channel === 'email').map((r) => [r.provider_message_id, r.kind, r.result]),

@@ -1,7 +1,7 @@
 /** The sandbox's hand-built certificate parses with Node's X509Certificate and verifies with its key. */
 import t from 'tap';
 import { generateKeyPairSync, X509Certificate } from 'node:crypto';
-import { selfSignedCertificate } from '../../../notifier/sandbox/x509.js';
+import { selfSignedCertificate } from '../../../sandbox/x509.js';
 
 t.test('a self-signed certificate parses, carries the key and its dates, and verifies', async (t) => {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });

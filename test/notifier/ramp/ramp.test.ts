@@ -5,7 +5,7 @@
  * copies as FCM dry runs that reach no device; a change heard by a second replica.
  */
 import t from 'tap';
-import { startSandbox, type Sandbox } from '../../../notifier/sandbox/app.js';
+import { startSandbox, type Sandbox } from '../../../sandbox/app.js';
 import { onNewProvider } from '../../../notifier/ramp/choice.js';
 import type { TestContext } from '../../harness/db.js';
 import { waitFor } from '../../harness/wait.js';

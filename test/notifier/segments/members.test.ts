@@ -63,7 +63,7 @@ t.test('readMembers: half-open ranges, limits and keyAfter paging', async (t) =>
 });
 
 t.test('empty segment: no shards, size 0', async (t) => {
-  await upload(core, 'none', '');
+  await upload(core, 'none', 'user_id\n', 'text/csv'); // the CSV header alone: 0 bytes is refused
   const seg = (await loadSegment(pool, 'none'))!;
   t.same(await shardBoundaries(pool, seg, 1000), { firstUsers: [], size: 0 });
   t.same(await readMembers(pool, seg, { first: '', next: null }), []);

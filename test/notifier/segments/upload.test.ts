@@ -40,10 +40,25 @@ t.test('CSV: optional user_id header, quoted values, CRLF, a BOM; a second uploa
   t.same(await storedMembers(core, 'csv-1', 2), ['alice', 'zed']);
 });
 
-t.test('an empty upload is a segment of 0 members', async (t) => {
+t.test('an upload of blank lines (or the CSV header alone) is a segment of 0 members', async (t) => {
   const res = await upload(core, 'empty', '\n\n');
   t.equal(res.status, 201);
   t.match(res.body, { version: 1, size: 0 });
+  const csv = await upload(core, 'empty-csv', 'user_id\n', 'text/csv');
+  t.equal(csv.status, 201);
+  t.match(csv.body, { version: 1, size: 0 });
+});
+
+t.test('a body of 0 bytes (curl --data-binary @a-missing-file) is 400 naming the body, never an empty segment', async (t) => {
+  const first = await upload(core, 'no-file', '');
+  t.equal(first.status, 400);
+  t.match(first.body, { code: 'invalid_field', field: 'body', detail: /is empty: send the members as the body/ });
+  t.equal((await get('no-file')).status, 404, 'no segment was created');
+  const live = await upload(core, 'no-file', ndjson(['a', 'b']));
+  t.equal(live.status, 201);
+  const again = await upload(core, 'no-file', '', 'text/csv');
+  t.equal(again.status, 400);
+  t.match((await get('no-file')).body, { version: live.body.version, size: 2 }, 'the live list is unchanged');
 });
 
 t.test('a malformed line: 400 invalid_field naming the line; the live version unchanged, the upload abandoned', async (t) => {

@@ -31,7 +31,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file quota/v1/quota.proto.
  */
 export const file_quota_v1_quota: GenFile = /*@__PURE__*/
-  fileDesc("ChRxdW90YS92MS9xdW90YS5wcm90bxIIcXVvdGEudjEieQoJUm91dGVSdWxlEhMKC3BhdGhfcHJlZml4GAEgASgJEg8KB21ldGhvZHMYAiADKAkSDAoEY29zdBgDIAEoDRIRCgRyYXRlGAQgASgNSACIAQESEgoFYnVyc3QYBSABKA1IAYgBAUIHCgVfcmF0ZUIICgZfYnVyc3Qi1gIKBVF1b3RhEhIKCnN1YmplY3RfaWQYASABKAkSJgoJYWxnb3JpdGhtGAIgASgOMhMucXVvdGEudjEuQWxnb3JpdGhtEgwKBHJhdGUYAyABKA0SDQoFYnVyc3QYBCABKA0SEwoLaW50ZXJ2YWxfbXMYBSABKA0SHAoEdW5pdBgNIAEoDjIOLnF1b3RhLnYxLlVuaXQSDAoEY29zdBgGIAEoDRIlCglmYWlsX21vZGUYByABKA4yEi5xdW90YS52MS5GYWlsTW9kZRIOCgZzaGFkb3cYCCABKAgSDAoEcGxhbhgJIAEoCRIPCgd2ZXJzaW9uGAogASgEEhIKCnVwZGF0ZWRfYXQYCyABKAESIwoGcm91dGVzGAwgAygLMhMucXVvdGEudjEuUm91dGVSdWxlEiQKCGFjY3VyYWN5GA4gASgOMhIucXVvdGEudjEuQWNjdXJhY3kikQEKCFNuYXBzaG90Eg8KB3ZlcnNpb24YASABKAQSDQoFZGVsdGEYAiABKAgSFAoMYmFzZV92ZXJzaW9uGAMgASgEEh8KBnF1b3RhcxgEIAMoCzIPLnF1b3RhLnYxLlF1b3RhEhsKE2RlbGV0ZWRfc3ViamVjdF9pZHMYBSADKAkSEQoJaXNzdWVkX2F0GAYgASgBIoQBCg1EZWNpc2lvbkV2ZW50EhIKCnN1YmplY3RfaWQYASABKAkSEgoFcm91dGUYAiABKAlIAIgBARIPCgdhbGxvd2VkGAMgASgIEhYKCXJlbWFpbmluZxgEIAEoDUgBiAEBEgoKAnRzGAUgASgBQggKBl9yb3V0ZUIMCgpfcmVtYWluaW5nIkQKClB1dFJlcXVlc3QSHgoFcXVvdGEYASABKAsyDy5xdW90YS52MS5RdW90YRIWCg5hY2tfdGltZW91dF9tcxgCIAEoDSJ2CgtQdXRSZXNwb25zZRIeCgVxdW90YRgBIAEoCzIPLnF1b3RhLnYxLlF1b3RhEg8KB3ZlcnNpb24YAiABKAQSGQoRYWNrZWRfc2lkZWNhcl9pZHMYAyADKAkSGwoTbGFnZ2luZ19zaWRlY2FyX2lkcxgEIAMoCSIgCgpHZXRSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkiLQoLR2V0UmVzcG9uc2USHgoFcXVvdGEYASABKAsyDy5xdW90YS52MS5RdW90YSI7Cg1EZWxldGVSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkSFgoOYWNrX3RpbWVvdXRfbXMYAiABKA0iagoORGVsZXRlUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCBIPCgd2ZXJzaW9uGAIgASgEEhkKEWFja2VkX3NpZGVjYXJfaWRzGAMgAygJEhsKE2xhZ2dpbmdfc2lkZWNhcl9pZHMYBCADKAkiNAoLTGlzdFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiSAoMTGlzdFJlc3BvbnNlEh8KBnF1b3RhcxgBIAMoCzIPLnF1b3RhLnYxLlF1b3RhEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI5CgxXYXRjaFJlcXVlc3QSFQoNc2luY2VfdmVyc2lvbhgBIAEoBBISCgpzaWRlY2FyX2lkGAIgASgJIjwKD1NuYXBzaG90UmVxdWVzdBIVCg1zaW5jZV92ZXJzaW9uGAEgASgEEhIKCnNpZGVjYXJfaWQYAiABKAkiMQoKQWNrUmVxdWVzdBISCgpzaWRlY2FyX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAQiDQoLQWNrUmVzcG9uc2UqmAEKCUFsZ29yaXRobRIZChVBTEdPUklUSE1fVU5TUEVDSUZJRUQQABIaChZBTEdPUklUSE1fVE9LRU5fQlVDS0VUEAESHAoYQUxHT1JJVEhNX1NMSURJTkdfV0lORE9XEAISGgoWQUxHT1JJVEhNX0xFQUtZX0JVQ0tFVBADEhoKFkFMR09SSVRITV9GSVhFRF9XSU5ET1cQBCpPCghGYWlsTW9kZRIZChVGQUlMX01PREVfVU5TUEVDSUZJRUQQABISCg5GQUlMX01PREVfT1BFThABEhQKEEZBSUxfTU9ERV9DTE9TRUQQAipSCghBY2N1cmFjeRIYChRBQ0NVUkFDWV9VTlNQRUNJRklFRBAAEhIKDkFDQ1VSQUNZX0VYQUNUEAESGAoUQUNDVVJBQ1lfQVBQUk9YSU1BVEUQAipbCgRVbml0EhQKEFVOSVRfVU5TUEVDSUZJRUQQABIPCgtVTklUX1NFQ09ORBABEg8KC1VOSVRfTUlOVVRFEAISDQoJVU5JVF9IT1VSEAMSDAoIVU5JVF9EQVkQBDLvAQoRUXVvdGFBZG1pblNlcnZpY2USMgoDUHV0EhQucXVvdGEudjEuUHV0UmVxdWVzdBoVLnF1b3RhLnYxLlB1dFJlc3BvbnNlEjIKA0dldBIULnF1b3RhLnYxLkdldFJlcXVlc3QaFS5xdW90YS52MS5HZXRSZXNwb25zZRI7CgZEZWxldGUSFy5xdW90YS52MS5EZWxldGVSZXF1ZXN0GhgucXVvdGEudjEuRGVsZXRlUmVzcG9uc2USNQoETGlzdBIVLnF1b3RhLnYxLkxpc3RSZXF1ZXN0GhYucXVvdGEudjEuTGlzdFJlc3BvbnNlMrgBChBRdW90YVN5bmNTZXJ2aWNlEjUKBVdhdGNoEhYucXVvdGEudjEuV2F0Y2hSZXF1ZXN0GhIucXVvdGEudjEuU25hcHNob3QwARI5CghTbmFwc2hvdBIZLnF1b3RhLnYxLlNuYXBzaG90UmVxdWVzdBoSLnF1b3RhLnYxLlNuYXBzaG90EjIKA0FjaxIULnF1b3RhLnYxLkFja1JlcXVlc3QaFS5xdW90YS52MS5BY2tSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChRxdW90YS92MS9xdW90YS5wcm90bxIIcXVvdGEudjEieQoJUm91dGVSdWxlEhMKC3BhdGhfcHJlZml4GAEgASgJEg8KB21ldGhvZHMYAiADKAkSDAoEY29zdBgDIAEoDRIRCgRyYXRlGAQgASgNSACIAQESEgoFYnVyc3QYBSABKA1IAYgBAUIHCgVfcmF0ZUIICgZfYnVyc3Qi1gIKBVF1b3RhEhIKCnN1YmplY3RfaWQYASABKAkSJgoJYWxnb3JpdGhtGAIgASgOMhMucXVvdGEudjEuQWxnb3JpdGhtEgwKBHJhdGUYAyABKA0SDQoFYnVyc3QYBCABKA0SEwoLaW50ZXJ2YWxfbXMYBSABKA0SHAoEdW5pdBgNIAEoDjIOLnF1b3RhLnYxLlVuaXQSDAoEY29zdBgGIAEoDRIlCglmYWlsX21vZGUYByABKA4yEi5xdW90YS52MS5GYWlsTW9kZRIOCgZzaGFkb3cYCCABKAgSDAoEcGxhbhgJIAEoCRIPCgd2ZXJzaW9uGAogASgEEhIKCnVwZGF0ZWRfYXQYCyABKAESIwoGcm91dGVzGAwgAygLMhMucXVvdGEudjEuUm91dGVSdWxlEiQKCGFjY3VyYWN5GA4gASgOMhIucXVvdGEudjEuQWNjdXJhY3kikQEKCFNuYXBzaG90Eg8KB3ZlcnNpb24YASABKAQSDQoFZGVsdGEYAiABKAgSFAoMYmFzZV92ZXJzaW9uGAMgASgEEh8KBnF1b3RhcxgEIAMoCzIPLnF1b3RhLnYxLlF1b3RhEhsKE2RlbGV0ZWRfc3ViamVjdF9pZHMYBSADKAkSEQoJaXNzdWVkX2F0GAYgASgBIoQBCg1EZWNpc2lvbkV2ZW50EhIKCnN1YmplY3RfaWQYASABKAkSEgoFcm91dGUYAiABKAlIAIgBARIPCgdhbGxvd2VkGAMgASgIEhYKCXJlbWFpbmluZxgEIAEoDUgBiAEBEgoKAnRzGAUgASgBQggKBl9yb3V0ZUIMCgpfcmVtYWluaW5nIkQKClB1dFJlcXVlc3QSHgoFcXVvdGEYASABKAsyDy5xdW90YS52MS5RdW90YRIWCg5hY2tfdGltZW91dF9tcxgCIAEoDSJ2CgtQdXRSZXNwb25zZRIeCgVxdW90YRgBIAEoCzIPLnF1b3RhLnYxLlF1b3RhEg8KB3ZlcnNpb24YAiABKAQSGQoRYWNrZWRfc2lkZWNhcl9pZHMYAyADKAkSGwoTbGFnZ2luZ19zaWRlY2FyX2lkcxgEIAMoCSIgCgpHZXRSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkiLQoLR2V0UmVzcG9uc2USHgoFcXVvdGEYASABKAsyDy5xdW90YS52MS5RdW90YSI7Cg1EZWxldGVSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkSFgoOYWNrX3RpbWVvdXRfbXMYAiABKA0iagoORGVsZXRlUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCBIPCgd2ZXJzaW9uGAIgASgEEhkKEWFja2VkX3NpZGVjYXJfaWRzGAMgAygJEhsKE2xhZ2dpbmdfc2lkZWNhcl9pZHMYBCADKAkiNAoLTGlzdFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiSAoMTGlzdFJlc3BvbnNlEh8KBnF1b3RhcxgBIAMoCzIPLnF1b3RhLnYxLlF1b3RhEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI5CgxXYXRjaFJlcXVlc3QSFQoNc2luY2VfdmVyc2lvbhgBIAEoBBISCgpzaWRlY2FyX2lkGAIgASgJIjwKD1NuYXBzaG90UmVxdWVzdBIVCg1zaW5jZV92ZXJzaW9uGAEgASgEEhIKCnNpZGVjYXJfaWQYAiABKAkiMQoKQWNrUmVxdWVzdBISCgpzaWRlY2FyX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAQiDQoLQWNrUmVzcG9uc2UiOAoNTG9va3VwUmVxdWVzdBITCgtzdWJqZWN0X2lkcxgBIAMoCRISCgpzaWRlY2FyX2lkGAIgASgJIl8KDkxvb2t1cFJlc3BvbnNlEh8KBnF1b3RhcxgBIAMoCzIPLnF1b3RhLnYxLlF1b3RhEhsKE3Vua25vd25fc3ViamVjdF9pZHMYAiADKAkSDwoHdmVyc2lvbhgDIAEoBCqYAQoJQWxnb3JpdGhtEhkKFUFMR09SSVRITV9VTlNQRUNJRklFRBAAEhoKFkFMR09SSVRITV9UT0tFTl9CVUNLRVQQARIcChhBTEdPUklUSE1fU0xJRElOR19XSU5ET1cQAhIaChZBTEdPUklUSE1fTEVBS1lfQlVDS0VUEAMSGgoWQUxHT1JJVEhNX0ZJWEVEX1dJTkRPVxAEKk8KCEZhaWxNb2RlEhkKFUZBSUxfTU9ERV9VTlNQRUNJRklFRBAAEhIKDkZBSUxfTU9ERV9PUEVOEAESFAoQRkFJTF9NT0RFX0NMT1NFRBACKlIKCEFjY3VyYWN5EhgKFEFDQ1VSQUNZX1VOU1BFQ0lGSUVEEAASEgoOQUNDVVJBQ1lfRVhBQ1QQARIYChRBQ0NVUkFDWV9BUFBST1hJTUFURRACKlsKBFVuaXQSFAoQVU5JVF9VTlNQRUNJRklFRBAAEg8KC1VOSVRfU0VDT05EEAESDwoLVU5JVF9NSU5VVEUQAhINCglVTklUX0hPVVIQAxIMCghVTklUX0RBWRAEMu8BChFRdW90YUFkbWluU2VydmljZRIyCgNQdXQSFC5xdW90YS52MS5QdXRSZXF1ZXN0GhUucXVvdGEudjEuUHV0UmVzcG9uc2USMgoDR2V0EhQucXVvdGEudjEuR2V0UmVxdWVzdBoVLnF1b3RhLnYxLkdldFJlc3BvbnNlEjsKBkRlbGV0ZRIXLnF1b3RhLnYxLkRlbGV0ZVJlcXVlc3QaGC5xdW90YS52MS5EZWxldGVSZXNwb25zZRI1CgRMaXN0EhUucXVvdGEudjEuTGlzdFJlcXVlc3QaFi5xdW90YS52MS5MaXN0UmVzcG9uc2Uy9QEKEFF1b3RhU3luY1NlcnZpY2USNQoFV2F0Y2gSFi5xdW90YS52MS5XYXRjaFJlcXVlc3QaEi5xdW90YS52MS5TbmFwc2hvdDABEjkKCFNuYXBzaG90EhkucXVvdGEudjEuU25hcHNob3RSZXF1ZXN0GhIucXVvdGEudjEuU25hcHNob3QSMgoDQWNrEhQucXVvdGEudjEuQWNrUmVxdWVzdBoVLnF1b3RhLnYxLkFja1Jlc3BvbnNlEjsKBkxvb2t1cBIXLnF1b3RhLnYxLkxvb2t1cFJlcXVlc3QaGC5xdW90YS52MS5Mb29rdXBSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * A per-route refinement of a quota: requests whose path starts with `path_prefix` (and whose
@@ -597,6 +597,64 @@ export const AckResponseSchema: GenMessage<AckResponse> = /*@__PURE__*/
   messageDesc(file_quota_v1_quota, 15);
 
 /**
+ * @generated from message quota.v1.LookupRequest
+ */
+export type LookupRequest = Message<"quota.v1.LookupRequest"> & {
+  /**
+   * Subject ids (see the package comment), each at most 128 characters; at most 1000.
+   *
+   * @generated from field: repeated string subject_ids = 1;
+   */
+  subjectIds: string[];
+
+  /**
+   * @generated from field: string sidecar_id = 2;
+   */
+  sidecarId: string;
+};
+
+/**
+ * Describes the message quota.v1.LookupRequest.
+ * Use `create(LookupRequestSchema)` to create a new message.
+ */
+export const LookupRequestSchema: GenMessage<LookupRequest> = /*@__PURE__*/
+  messageDesc(file_quota_v1_quota, 16);
+
+/**
+ * @generated from message quota.v1.LookupResponse
+ */
+export type LookupResponse = Message<"quota.v1.LookupResponse"> & {
+  /**
+   * The records found, each with the version it was last written at.
+   *
+   * @generated from field: repeated quota.v1.Quota quotas = 1;
+   */
+  quotas: Quota[];
+
+  /**
+   * The subjects asked for that have no record.
+   *
+   * @generated from field: repeated string unknown_subject_ids = 2;
+   */
+  unknownSubjectIds: string[];
+
+  /**
+   * The table version the lookup read (one snapshot): a subject listed unknown had no record at it.
+   * A receiver that saw a newer change of a subject keeps that change.
+   *
+   * @generated from field: uint64 version = 3;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message quota.v1.LookupResponse.
+ * Use `create(LookupResponseSchema)` to create a new message.
+ */
+export const LookupResponseSchema: GenMessage<LookupResponse> = /*@__PURE__*/
+  messageDesc(file_quota_v1_quota, 17);
+
+/**
  * How a quota is enforced (README, "Algorithms and counters"). fixed_window is the cheap coarse
  * limit for e.g. login attempts per hour.
  *
@@ -843,6 +901,18 @@ export const QuotaSyncService: GenService<{
     methodKind: "unary";
     input: typeof AckRequestSchema;
     output: typeof AckResponseSchema;
+  },
+  /**
+   * The records of subjects a sidecar does not hold (its working set, limiter/README.md "Working
+   * set"), read from the quotas table's primary key: every subject first seen in one turn of the
+   * sidecar's event loop, at most 1000 per call (INVALID_ARGUMENT above that).
+   *
+   * @generated from rpc quota.v1.QuotaSyncService.Lookup
+   */
+  lookup: {
+    methodKind: "unary";
+    input: typeof LookupRequestSchema;
+    output: typeof LookupResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_quota_v1_quota, 1);

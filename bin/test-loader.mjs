@@ -1,0 +1,15 @@
+/**
+ * `npm test`'s module loader: a test process loads our TypeScript as the JavaScript that `tsc -b`
+ * (the runner's first step) already wrote to dist/, instead of ts-node transpiling every imported
+ * file again in every test process (the suite's ~225 processes each load hundreds of our files:
+ * importing notifier/app.ts costs 4.5 s of CPU through ts-node, 0.5 s from dist/).
+ *
+ * Only the loading changes: a module keeps its own URL (the .ts file), so `import.meta.url`,
+ * relative fixtures and stack traces (through the source map, whose URL is made absolute) are as
+ * before. Anything else (a file with no output in dist/, or one older than its source because the
+ * type-check did not run, a URL with a query) goes on to ts-node as usual. tap's node-arg puts this
+ * after the typescript plugin's loader, so its hook runs first.
+ */
+import { register } from 'node:module';
+
+register('./test-loader-hooks.mjs', import.meta.url);
