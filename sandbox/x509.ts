@@ -31,9 +31,17 @@ function oid(dotted: string): Buffer {
   return tlv(0x06, Buffer.from(out));
 }
 
+/**
+ * A non-negative DER INTEGER from big-endian bytes, in its one valid (minimal) form: leading zero
+ * bytes dropped (OpenSSL refuses a certificate whose serial keeps them: a random 8-byte serial
+ * starting 0x00 made one SNS certificate in ~500 unparseable), then a zero byte put back when the
+ * first bit is 1, which would read as negative.
+ */
 function integer(bytes: Buffer): Buffer {
-  // A leading 1 bit would read as negative: pad with a zero byte.
-  return tlv(0x02, bytes[0]! & 0x80 ? Buffer.concat([Buffer.from([0]), bytes]) : bytes);
+  let start = 0;
+  while (start < bytes.length - 1 && bytes[start] === 0) start += 1;
+  const minimal = bytes.subarray(start);
+  return tlv(0x02, minimal[0]! & 0x80 ? Buffer.concat([Buffer.from([0]), minimal]) : minimal);
 }
 
 function utcTime(ms: number): Buffer {
