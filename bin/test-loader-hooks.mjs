@@ -1,10 +1,9 @@
 /**
  * The hooks of bin/test-loader.mjs (module.register runs them on the loader thread).
  *
- * They do all the TypeScript loading of a test process: the runner (bin/test.mjs) keeps tap's
- * typescript plugin from starting ts-node in its test processes (`--test-env=TAP_TYPE_STRIP_ONLY=1`),
- * because merely starting it (loading the TypeScript compiler on the loader thread) cost every test
- * process about 1.3 s of CPU, most of what a short test file costs.
+ * They do all the TypeScript loading of a test process: tap's typescript plugin is left out of the
+ * suite (.taprc), because merely starting its ts-node (loading the TypeScript compiler on the
+ * loader thread) cost every test process about 1.3 s of CPU, most of what a short test file costs.
  *
  * - resolve: a relative `./x.js` that does not exist, imported from one of our `.ts` files, is
  *   `./x.ts` (TypeScript's nodenext convention, which ts-node followed).

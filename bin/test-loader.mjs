@@ -6,9 +6,9 @@
  *
  * Only the loading changes: a module keeps its own URL (the .ts file), so `import.meta.url`,
  * relative fixtures and stack traces (through the source map, whose URL is made absolute) are as
- * before. Anything else (a file with no output in dist/, or one older than its source because the
- * type-check did not run, a URL with a query) goes on to ts-node as usual. tap's node-arg puts this
- * after the typescript plugin's loader, so its hook runs first.
+ * before. A file of ours with no output in dist/ (or one older than its source because the
+ * type-check did not run) is transpiled by the hooks themselves (test-loader-hooks.mjs); tap's own
+ * typescript plugin is left out of the suite (.taprc).
  */
 import { register } from 'node:module';
 

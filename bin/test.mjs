@@ -215,14 +215,16 @@ async function runAlone(serverEnv) {
 async function runTap(tier, testFiles, env, extra = [], record = true) {
   const t0 = performance.now();
   // Our TypeScript is loaded from what tsc -b just wrote to dist/ (bin/test-loader.mjs), not
-  // transpiled again by ts-node in every test process; and ts-node is not even started there
-  // (TAP_TYPE_STRIP_ONLY=1 in the test processes' environment makes tap's typescript plugin skip
-  // it): starting it cost each test process ~1.3 s of CPU. The loader transpiles what has no
-  // current output in dist/; TEST_DIST_CURRENT tells it that the type-check above wrote dist/.
+  // transpiled again by ts-node in every test process. Tap's typescript plugin (which started
+  // ts-node: ~1.3 s of CPU per process) and its mock plugin (module hooks every import went
+  // through: ~0.2 s per process before the test began, and slower imports) are left out in
+  // .taprc. The loader transpiles what has no current output in dist/; TEST_DIST_CURRENT tells it
+  // that the type-check above wrote dist/. After a change to .taprc's plugins tap rebuilds its
+  // Test class once (about 10 s) on its next run.
   const loader = `--node-arg=--import=${pathToFileURL(resolve(root, 'bin/test-loader.mjs')).href}`;
-  const noTsNode = ['--test-env=TAP_TYPE_STRIP_ONLY=1', '--test-env=TEST_DIST_CURRENT=1'];
+  const distCurrent = ['--test-env=TEST_DIST_CURRENT=1'];
   // The tier's own options (the alone tier's --jobs=1) after the user's, so that they win.
-  const tap = spawn(bin('tap'), ['-R', 'tap', loader, ...noTsNode, ...options, ...extra, ...testFiles], {
+  const tap = spawn(bin('tap'), ['-R', 'tap', loader, ...distCurrent, ...options, ...extra, ...testFiles], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
