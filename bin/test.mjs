@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm test`: type-check, then the tap suite (the lint and the format check beside its pure tier),
- * ending with the line `N passed, N failed`.
+ * `npm test`: type-check and format check, then the tap suite (the lint beside its pure tier), ending with the line
+ * `N passed, N failed`.
  *
  * Tiers. A test file whose FIRST line is exactly `// @tier: pure` needs none of the run's servers;
  * every other file (including any file without a marker) needs them. The marker is opt-in because
@@ -67,28 +67,19 @@ function check(name, cmd, args) {
   });
 }
 
-// A type error fails the run before any test starts: there is no point testing code that does not
-// compile, and the summary line still tells CI what happened. A format or lint error fails the run
-// too, but the tests do not wait for them: from a clean clone type-aware linting takes about 100 s
-// of one core and prettier about 40 s, while `tsc -b` has nothing left to do after `npm ci`'s
-// build (its `prepare`). So the two start beside the type-check, go on beside the pure tier, and
-// are joined (their output printed, their results counted) before the servers tier; an error in
-// either ends the run there, failed. None reads what another writes (eslint type-checks from the
-// sources, not from dist/). eslint and prettier keep a cache under .tap/ (ignored by git): a
-// second run re-reads only the files that changed, which is what makes `npm test -- one/file.test.ts`
-// quick while working. CI starts from a clean clone, so it always checks everything.
-const sideChecks = [
-  check('lint (eslint)', bin('eslint'), ['--cache', '--cache-location', '.tap/eslint-cache', '.']),
-  check('format (prettier --check)', bin('prettier'), [
-    '--check',
-    '--cache',
-    '--cache-location',
-    '.tap/prettier-cache',
-    '--log-level',
-    'warn',
-    '.',
-  ]),
-];
+// A type error or a format error fails the run before any test starts: there is no point testing
+// code that does not compile, and the summary line still tells CI what happened. A lint error fails
+// the run too, but the tests do not wait for eslint: type-aware linting is the longest check (about
+// 50 s of one core from a clean clone), and once tsc and prettier are done it would run alone on
+// one of the two cores. It goes on beside the pure tier instead, and is joined (its output
+// printed, its result counted) before the servers tier; a lint error ends the run there, failed.
+// The checks start side by side (each is one thread, and none reads what another writes: eslint
+// type-checks from the sources, not from dist/). eslint and prettier keep a cache under .tap/
+// (ignored by git): a second run re-reads only the files that changed, which is what makes
+// `npm test -- one/file.test.ts` quick while working. CI starts from a clean clone, so it always
+// lints everything.
+const checksStarted = performance.now();
+const linting = check('lint (eslint)', bin('eslint'), ['--cache', '--cache-location', '.tap/eslint-cache', '.']);
 /** Prints a check's output and counts its result; false when it failed. */
 function report(r) {
   process.stdout.write(`# ${r.name}\n`);
@@ -102,18 +93,31 @@ function report(r) {
   console.log(`not ok - ${r.name} (exit ${r.code ?? r.signal})`);
   return false;
 }
-/** Waits for the lint and the format check, reports them; false on an error in either. */
-async function joinSideChecks() {
+/** Waits for the lint, reports it; false on a lint error. */
+async function joinLint() {
   const t0 = performance.now();
-  let ok = true;
-  for (const r of await Promise.all(sideChecks)) ok = report(r) && ok;
-  phases.push({ name: 'then waited for lint and format', ms: performance.now() - t0 });
+  const ok = report(await linting);
+  phases.push({ name: 'then waited for lint', ms: performance.now() - t0 });
   return ok;
 }
 {
-  const typecheck = report(await check('type-check (tsc -b)', bin('tsc'), ['-b']));
-  if (!typecheck) {
-    await joinSideChecks();
+  const results = await Promise.all([
+    check('type-check (tsc -b)', bin('tsc'), ['-b']),
+    check('format (prettier --check)', bin('prettier'), [
+      '--check',
+      '--cache',
+      '--cache-location',
+      '.tap/prettier-cache',
+      '--log-level',
+      'warn',
+      '.',
+    ]),
+  ]);
+  let ok = true;
+  for (const r of results) ok = report(r) && ok;
+  phases.push({ name: 'type-check and format side by side (lint beside them)', ms: performance.now() - checksStarted });
+  if (!ok) {
+    await joinLint();
     finish(1);
   }
 }
@@ -156,8 +160,8 @@ if (pure.length > 0) {
   process.stdout.write('# tier: pure (no servers)\n');
   await runTap('pure', pure, tiers.pureEnv(baseEnv));
 }
-if (!(await joinSideChecks())) {
-  // A lint or format error: no further tier runs.
+if (!(await joinLint())) {
+  // A lint error: no further tier runs.
   raw.end();
   await serversStarting?.then(({ servers }) => servers?.teardown()).catch(() => undefined);
   finish(1);
