@@ -28,8 +28,8 @@ t.test('a self-signed certificate parses, carries the key and its dates, and ver
 });
 
 t.test('a serial with leading zero bytes is written in its minimal form, which OpenSSL accepts', async (t) => {
-  // sandbox/sns.ts draws 8 random bytes: 1 in 256 start with 0x00, and OpenSSL refuses an
-  // INTEGER that keeps its leading zeros (the notifier then logged "the certificate does not parse").
+  // sandbox/sns.ts draws 8 random bytes: 1 in 512 start with a zero byte the INTEGER does not
+  // need, which OpenSSL refuses (the notifier then logged "the certificate does not parse").
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const now = Date.UTC(2026, 10, 28, 12, 0, 0);
   for (const [serial, hex] of [
