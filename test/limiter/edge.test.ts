@@ -124,9 +124,24 @@ async function nothingForwarded(t: Test, before: number, what = 'nothing reached
 }
 
 /** A request the sidecar refuses and closes the connection after: one problem, `Connection: close`, a prompt close, nothing upstream. */
-async function refusedAndClosed(t: Test, bytes: string, status: number, code: string): Promise<RawStream> {
+async function refusedAndClosed(
+  t: Test,
+  bytes: string,
+  status: number,
+  code: string,
+  opts: { splitHeadMayDrop?: boolean } = {},
+): Promise<RawStream> {
   const before = up.requests.length;
   const r = await rawExchange(PORT, bytes, 5_000);
+  if (opts.splitHeadMayDrop && r.bytes.length === 0 && r.ended !== 'timeout') {
+    // uWS closed the connection without a byte: the head reached it in more than one read, and a
+    // head over 4 KiB that does is dropped before any sidecar code runs (limiter/README.md,
+    // "Request heads over 4 KiB that arrive in more than one read get no answer"). Still nothing
+    // may be forwarded (and the caller checks nothing was charged).
+    t.comment(`the head arrived in more than one read: closed without an answer (${r.ended}), the known uWS limitation`);
+    await nothingForwarded(t, before);
+    return r;
+  }
   const [first, ...rest] = splitResponses(r.bytes);
   isProblem(t, first, status, code);
   t.equal(first?.header('connection'), 'close', 'Connection: close');
@@ -715,17 +730,21 @@ t.test("a valid key with 20 KB of other headers: 431, and the key's quota is not
 });
 
 // 100 KB when the sidecar shares this event loop: the whole head is in the socket before uWS reads.
-// With worker threads (edge-workers.test.ts) uWS may read the first 64 KB loopback segment before
-// the rest arrives; a 100 KB head was then reset without an answer, once in two runs (most likely
-// uWS dropping a head split across reads that outgrows its buffer; limiter/README.md "Worker
-// threads"). 40 KB fits one segment, and is still five times LIMITER_MAX_URL.
-const URL_KB = process.env.TEST_LIMITER_WORKERS === undefined ? 100 : 40;
+// With worker threads (edge-workers.test.ts) uWS may read part of the head before the rest
+// arrives, and drops a head over 4 KiB that does (limiter/README.md, "Request heads over 4 KiB that
+// arrive in more than one read get no answer"): a 100 KB head was reset without an answer once in
+// two runs, a 40 KB one closed without an answer once in about ten whole runs. So with workers the
+// head is 40 KB and that drop is accepted (nothing forwarded, nothing charged); any answer must
+// still be the 414.
+const WORKERS = process.env.TEST_LIMITER_WORKERS !== undefined;
+const URL_KB = WORKERS ? 40 : 100;
 t.test(`a ${URL_KB} KB URL (over LIMITER_MAX_URL 8kb): 414 uri_too_long, closed, and the key's quota is not charged`, async (t) => {
   await refusedAndClosed(
     t,
     wire([`GET /v1/${'u'.repeat(URL_KB * 1024)} HTTP/1.1`, `Host: ${HOST}`, `X-API-Key: ${SMALL.u414}`]),
     414,
     'uri_too_long',
+    { splitHeadMayDrop: WORKERS },
   );
   await notCharged(t, SMALL.u414);
 });
