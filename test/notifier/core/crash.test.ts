@@ -140,9 +140,19 @@ t.test(
     await send(next + 80);
     t.ok(accepted.length > beforeKill, 'more accepted after the restart');
 
+    // Routed first: a notification whose routing job the killed process held has no delivery yet,
+    // and is routed again only once that job expires, which on a slow machine can come after every
+    // existing delivery finished.
     await waitFor(
-      async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE status IN ('queued', 'sending')`)).rows[0].n === 0,
-      { timeoutMs: 30_000, intervalMs: 200, what: 'every delivery to finish' },
+      async () => {
+        const { rows } = await db.pool.query<{ unrouted: number; busy: number }>(
+          `SELECT (SELECT count(*)::int FROM notifications WHERE id = ANY($1) AND routed_at IS NULL) AS unrouted,
+                  (SELECT count(*)::int FROM deliveries WHERE status IN ('queued', 'sending')) AS busy`,
+          [accepted],
+        );
+        return rows[0]!.unrouted === 0 && rows[0]!.busy === 0;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, what: 'every accepted notification routed and every delivery finished' },
     );
     const { rows } = await db.pool.query<{ id: string; statuses: string[]; routed: boolean }>(
       `SELECT n.id, array_agg(d.status) FILTER (WHERE d.id IS NOT NULL) AS statuses, n.routed_at IS NOT NULL AS routed
