@@ -20,8 +20,11 @@
  * `alone`: with the servers when it is not pure.
  *
  * Timing. The run ends with a table (also in .tap/timing.txt, and every file in .tap/timing.json):
- * the wall time of each step and tier, per tier the number of test files and of assertions, and
- * its slowest files with their time and assertions; then the `N passed, N failed` line. `.ci/run`
+ * the wall time of each step and tier, per tier the number of test files and of assertions, the
+ * CPU of its test processes (each writes its own and its reaped children's at exit:
+ * bin/test-loader.mjs), of PostgreSQL and how busy the machine was, and its slowest files with
+ * their time, CPU and assertions, and the files that took the most CPU; then the `N passed, N
+ * failed` line. `.ci/run`
  * runs `npm test`, so every CI log shows it.
  *
  * Arguments: files and folders select test files (a folder: its `*.test.ts`, recursively; none:
@@ -29,7 +32,7 @@
  * `npm test -- test/shared/http.test.ts` one file (pure: no server starts).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, createWriteStream, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, createWriteStream, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -204,6 +207,10 @@ async function runAlone(serverEnv) {
     ms: performance.now() - t0,
     files: runs.flatMap((r) => r.files),
     assertions: runs.reduce((n, r) => n + r.assertions, 0),
+    cpu: runs.reduce((n, r) => n + r.cpu, 0),
+    postgresCpu: runs.reduce((n, r) => n + r.postgresCpu, 0),
+    busy: runs.reduce((n, r) => n + r.busy, 0),
+    capacity: runs.reduce((n, r) => n + r.capacity, 0),
   };
   tierRuns.push(merged);
   phases.push({ name: 'tier alone', ms: merged.ms });
@@ -218,6 +225,8 @@ async function runAlone(serverEnv) {
  */
 async function runTap(tier, testFiles, env, extra = [], record = true) {
   const t0 = performance.now();
+  const machine0 = machineCpu();
+  const pg0 = postgresCpu();
   // Our TypeScript is loaded from what tsc -b just wrote to dist/ (bin/test-loader.mjs), not
   // transpiled again by ts-node in every test process. Tap's typescript plugin (which started
   // ts-node: ~1.3 s of CPU per process) and its mock plugin (module hooks every import went
@@ -228,15 +237,19 @@ async function runTap(tier, testFiles, env, extra = [], record = true) {
   const loader = `--node-arg=--import=${pathToFileURL(resolve(root, 'bin/test-loader.mjs')).href}`;
   const distCurrent = ['--test-env=TEST_DIST_CURRENT=1'];
   // The tier's own options (the alone tier's --jobs=1) after the user's, so that they win.
+  // Each test process writes its CPU here at exit (bin/test-loader.mjs); emptied per tap run.
+  const cpuDir = resolve(root, '.tap/cpu');
+  rmSync(cpuDir, { recursive: true, force: true });
+  mkdirSync(cpuDir, { recursive: true });
   const tap = spawn(bin('tap'), ['-R', 'tap', loader, ...distCurrent, ...options, ...extra, ...testFiles], {
     cwd: root,
-    env,
+    env: { ...env, TEST_CPU_DIR: cpuDir },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let buf = '';
   let inFailure = -1;
   let summary = null;
-  const timing = { tier, ms: 0, files: [], assertions: 0 };
+  const timing = { tier, ms: 0, files: [], assertions: 0, cpu: 0, postgresCpu: 0, busy: 0, capacity: 0 };
   /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
   const open = new Map();
   let assertions = 0;
@@ -282,7 +295,17 @@ async function runTap(tier, testFiles, env, extra = [], record = true) {
   // start and the loading of what it imports, which for a short file is most of its cost. tap's
   // processinfo (rewritten by each tap run) has each test process's whole runtime.
   const runtimes = processRuntimes();
-  for (const f of timing.files) f.ms = runtimes.get(f.file) ?? f.ms;
+  const cpu = cpuTimes(cpuDir);
+  for (const f of timing.files) {
+    f.ms = runtimes.get(f.file) ?? f.ms;
+    const c = cpu.get(f.file);
+    if (c) Object.assign(f, { cpuOwn: c.own, cpuChildren: c.children });
+  }
+  timing.cpu = [...cpu.values()].reduce((n, c) => n + c.own + c.children, 0);
+  timing.postgresCpu = postgresCpu() - pg0;
+  const machine1 = machineCpu();
+  timing.busy = machine1.busy - machine0.busy;
+  timing.capacity = machine1.total - machine0.total;
   timing.assertions = summary?.total ?? timing.files.reduce((n, f) => n + f.assertions, 0);
   if (record) {
     tierRuns.push(timing);
@@ -319,6 +342,64 @@ function processRuntimes() {
   return out;
 }
 
+/** Seconds of CPU used by every process named `postgres` (live, and the backends each reaped), 0 off Linux. */
+function postgresCpu() {
+  let total = 0;
+  let names = [];
+  try {
+    names = readdirSync('/proc').filter((e) => /^[0-9]+$/.test(e));
+  } catch {
+    return 0;
+  }
+  for (const e of names) {
+    try {
+      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() !== 'postgres') continue;
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const f = stat
+        .slice(stat.lastIndexOf(')') + 2)
+        .split(' ')
+        .slice(11, 15)
+        .map(Number);
+      // A backend's time reaches its postmaster's cutime when it exits; a live one counts its own.
+      total += (f[0] + f[1] + f[2] + f[3]) / 100;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
+/** The machine's CPU seconds so far, busy (not idle nor waiting for I/O) and in all, from /proc/stat; zeros off Linux. */
+function machineCpu() {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0) / 100;
+    return { total, busy: total - (f[3] + f[4]) / 100 };
+  } catch {
+    return { total: 0, busy: 0 };
+  }
+}
+
+/** Each test file's CPU seconds (`{own, children}`), as its process wrote them at exit (bin/test-loader.mjs). */
+function cpuTimes(dir) {
+  const out = new Map();
+  let names = [];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return out;
+  }
+  for (const n of names) {
+    try {
+      const c = JSON.parse(readFileSync(resolve(dir, n), 'utf8'));
+      out.set(c.file, { own: c.own, children: c.children });
+    } catch {
+      // unreadable: that file shows no CPU
+    }
+  }
+  return out;
+}
+
 /**
  * The timing table: where the run's time went. Printed before the summary line (so that line
  * stays last), and kept in .tap/timing.txt; every file's figures in .tap/timing.json.
@@ -331,14 +412,27 @@ function printTiming() {
     `#  ${phases.map((p) => `${p.name} ${(p.ms / 1000).toFixed(1)}`).join(', ')}; total ${((performance.now() - started) / 1000).toFixed(1)}`,
   );
   for (const r of tierRuns) {
-    lines.push(`# tier ${r.tier}: ${r.files.length} test files, ${r.assertions} assertions, ${(r.ms / 1000).toFixed(1)} s`);
+    lines.push(
+      `# tier ${r.tier}: ${r.files.length} test files, ${r.assertions} assertions, ${(r.ms / 1000).toFixed(1)} s; CPU-s: ${r.cpu.toFixed(1)} test processes and their children, ${r.postgresCpu.toFixed(1)} PostgreSQL, machine ${r.capacity > 0 ? Math.round((100 * r.busy) / r.capacity) : '?'} % busy`,
+    );
     const slow = [...r.files].sort((a, b) => b.ms - a.ms).slice(0, TOP);
+    const cpu = (v) => (v === undefined ? '      –' : v.toFixed(1).padStart(7));
     if (slow.length > 0)
       lines.push(
-        `#  ${'process'.padStart(7)} ${'in test'.padStart(7)} ${'asserts'.padStart(7)}  slowest ${slow.length} file${slow.length === 1 ? '' : 's'} (seconds: the process from spawn to exit; the test's own time)`,
+        `#  ${'process'.padStart(7)} ${'in test'.padStart(7)} ${'CPU'.padStart(7)} ${'+ kids'.padStart(7)} ${'asserts'.padStart(7)}  slowest ${slow.length} file${slow.length === 1 ? '' : 's'} (seconds: the process from spawn to exit; the test's own time; CPU of the process, and of the children it reaped)`,
       );
     for (const f of slow)
-      lines.push(`#  ${s(f.ms)} ${s(f.testMs)} ${String(f.assertions).padStart(7)}  ${f.file}${f.ok ? '' : '  (failed)'}`);
+      lines.push(
+        `#  ${s(f.ms)} ${s(f.testMs)} ${cpu(f.cpuOwn)} ${cpu(f.cpuChildren)} ${String(f.assertions).padStart(7)}  ${f.file}${f.ok ? '' : '  (failed)'}`,
+      );
+    const hungry = [...r.files].filter((f) => f.cpuOwn !== undefined).sort((a, b) => b.cpuOwn + b.cpuChildren - (a.cpuOwn + a.cpuChildren));
+    if (hungry.length > 0)
+      lines.push(
+        `#  most CPU: ${hungry
+          .slice(0, 10)
+          .map((f) => `${f.file} ${(f.cpuOwn + f.cpuChildren).toFixed(1)}`)
+          .join(', ')}`,
+      );
   }
   const all = tierRuns.flatMap((r) => r.files);
   lines.push(`# all tiers: ${all.length} test files, ${tierRuns.reduce((n, r) => n + r.assertions, 0)} assertions`);

@@ -37,6 +37,7 @@ import { pixelSigner } from './tracking/pixel.js';
 import { runRetention } from './tracking/retention.js';
 import { startBoss, type Boss } from './queues/boss.js';
 import { QueueRunner } from './queues/runner.js';
+import { QueueWatch } from './queues/watch.js';
 import { Backpressure } from './queues/backpressure.js';
 import { CAMPAIGN_TIERS, CHANNEL_NAMES, RETENTION_QUEUE, TIERS, campaignQueue, deliverQueue, routeQueue } from './queues/names.js';
 import type { CampaignJob } from './queues/wake-ups.js';
@@ -108,6 +109,11 @@ const BACKPRESSURE_SAMPLE_MS = 500;
 const CAMPAIGN_PUMP_BUSY_MS = 50;
 /** A progress line per this many shards of a fan-out. */
 const CAMPAIGN_LOG_EVERY_SHARDS = 100;
+/**
+ * An empty queue's runner waits for the queue watch (queues/watch.ts) to wake it; if no wake-up
+ * comes (the watch's statement failing), it fetches again after this long.
+ */
+const EMPTY_QUEUE_BACKSTOP_MS = 30_000;
 /** Provider events that named no delivery are matched again this often, while this young. */
 const FEEDBACK_REMATCH_MS = 2_000;
 const FEEDBACK_REMATCH_WITHIN_MS = 10 * 60_000;
@@ -237,6 +243,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
   let http: HttpService | undefined;
   let reconciler: Reconciler | undefined;
   let pump: CampaignPump | undefined;
+  let watch: QueueWatch | undefined;
   // Hands a dead replica's campaign shards on within a few heartbeats (campaigns/shard-rescue.ts).
   let shardRescue: ShardRescue | undefined;
   try {
@@ -347,8 +354,11 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         replicaId: killSwitch.replicaId,
       });
       shardRescue = new ShardRescue({ pool, boss: b, log, heartbeatMs: config.NOTIFIER_REPLICA_HEARTBEAT, wake });
+      // Each runner's queue with its idle poll period, for the queue watch.
+      const polled = new Map<string, number>();
       for (const tier of CAMPAIGN_TIERS) {
         const cq = campaignQueue(tier);
+        polled.set(cq, config.NOTIFIER_IDLE_POLL[tier]);
         runners.set(
           cq,
           new QueueRunner<CampaignJob>({
@@ -356,6 +366,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
             queue: cq,
             concurrency: config.NOTIFIER_CAMPAIGN_CONCURRENCY,
             idleMs: config.NOTIFIER_IDLE_POLL[tier],
+            emptyMs: EMPTY_QUEUE_BACKSTOP_MS,
             // A campaign is shed first under pressure, like the rest of its tier: it never delays transactional sends.
             mayFetch: () => backpressure.mayRun(tier),
             handle: (job) => campaigns.handle(cq, job),
@@ -368,13 +379,16 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           boss: b,
           concurrency: config.NOTIFIER_CONCURRENCY[tier],
           idleMs: config.NOTIFIER_IDLE_POLL[tier],
+          emptyMs: EMPTY_QUEUE_BACKSTOP_MS,
           mayFetch: () => backpressure.mayRun(tier),
           log,
         };
         const rq = routeQueue(tier);
+        polled.set(rq, config.NOTIFIER_IDLE_POLL[tier]);
         runners.set(rq, new QueueRunner<RouteJob>({ ...common, queue: rq, handleBatch: (jobs) => router.handleBatch(rq, jobs) }));
         for (const channel of CHANNEL_NAMES) {
           const dq = deliverQueue(channel, tier);
+          polled.set(dq, config.NOTIFIER_IDLE_POLL[tier]);
           runners.set(
             dq,
             new QueueRunner<DeliveryJob>({
@@ -386,6 +400,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
           );
         }
       }
+      watch = new QueueWatch({ pool, queues: polled, wake, log });
       reconciler = new Reconciler({
         pool,
         boss: b,
@@ -488,11 +503,13 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
       await killSwitch?.start();
       backpressure.start();
       for (const r of runners.values()) r.start();
+      watch?.start();
       reconciler?.start();
       pump?.start();
       shardRescue?.start();
     }
   } catch (err) {
+    await watch?.stop();
     await shardRescue?.stop();
     await pump?.stop();
     await killSwitch?.close();
@@ -527,6 +544,7 @@ export async function startNotifier(config: NotifierConfig, log: Logger, deps: N
         await reconciler?.stop();
         await shardRescue?.stop();
         await pump?.stop();
+        await watch?.stop();
         await Promise.all([...runners.values()].map((r) => r.stop(graceMs)));
         await killSwitch?.close();
         await boss

@@ -73,7 +73,8 @@ export const NOTIFIER_ENV = {
   NOTIFIER_IDLE_POLL: v({
     default: 'transactional=50ms,high=200ms,normal=1s,low=2s',
     services: ['notifier'],
-    description: 'How long a worker waits before polling an empty queue again, by tier (work enqueued by this process wakes it at once)',
+    description:
+      'How often the queues of each tier are polled for due work another process enqueued, a retry or a delayed send (one statement per period for all the queues of a tier; work enqueued by this process wakes its queue at once)',
     parse: (raw) =>
       tierMap(raw, (s) => {
         const ms = duration(s);

@@ -4,9 +4,11 @@
  * Why not pg-boss's `work()`: in 10.x it fetches a batch, waits for the whole batch, then sleeps
  * its polling interval (at least 500 ms) before fetching again, so a transactional message that
  * arrives just after a poll waits up to that interval, and one slow job holds back its batch. This
- * loop fetches as soon as a slot frees, polls an empty queue every `idleMs` (short on hot queues),
- * and is woken at once when this process enqueues work on it ({@link QueueRunner.wake}); other
- * processes' work is found by the poll. A wake-up is a hint, the poll is the truth.
+ * loop fetches as soon as a slot frees, and is woken at once when this process enqueues work on it
+ * ({@link QueueRunner.wake}). An empty queue is polled every `idleMs`, or, given `emptyMs`, by the
+ * process's queue watch (queues/watch.ts: one statement for every queue of a period, which wakes
+ * the runners whose queue has work due: other processes' work, retries, delayed jobs). A wake-up
+ * is a hint, the fetch is the truth.
  *
  * The handler owns the job: it completes it (in the same transaction as its own writes) or leaves
  * it to be retried. A handler that throws has its job failed, and pg-boss retries it with backoff.
@@ -19,8 +21,13 @@ export interface RunnerOptions<T> {
   queue: string;
   /** Jobs in flight at most. */
   concurrency: number;
-  /** Pause before polling an empty queue again, ms. */
+  /** Pause before polling an empty queue again, ms; also the pause of a deferred or full runner. */
   idleMs: number;
+  /**
+   * Pause after an empty fetch instead of `idleMs`, when something else polls for this runner and
+   * wakes it (queues/watch.ts): then this is only a backstop. A failed fetch still waits `idleMs`.
+   */
+  emptyMs?: number;
   /**
    * Called once per fetched batch before its jobs are handled (e.g. one statement that claims
    * them all); its result goes to each `handle` call. A throw fails the whole batch.
@@ -127,9 +134,11 @@ export class QueueRunner<T = unknown> {
       }
       this.#newWork = false;
       let jobs: Job<T>[] = [];
+      let fetched = true;
       try {
         jobs = await o.boss.fetch<T>(o.queue, { batchSize: free });
       } catch (err) {
+        fetched = false;
         o.log.warn({ err, queue: o.queue }, 'fetching jobs failed');
       }
       if (this.#stopping && jobs.length > 0) {
@@ -143,7 +152,7 @@ export class QueueRunner<T = unknown> {
         break;
       }
       if (jobs.length === 0) {
-        if (!(await this.#pause(o.idleMs))) this.#newWork = true;
+        if (!(await this.#pause(fetched ? (o.emptyMs ?? o.idleMs) : o.idleMs))) this.#newWork = true;
         continue;
       }
       if (o.handleBatch) {

@@ -19,9 +19,9 @@ export const SERVICE_SECRET = 'core-test-service-secret-0123456789';
  * Fast settings for tests: short retries and polls. Override per test.
  *
  * The idle poll is what a test waits on only for work this process did not wake at once (a retry
- * whose delay ran out, another replica's work): each of the ~25 queue runners queries an empty
- * queue every period, so at 20 ms one idle notifier cost ~0.5 s of PostgreSQL CPU and ~0.2 s of
- * its own per second (bench/RESULTS.md, "The notifier's idle poll in tests"); at 100 ms, under half.
+ * whose delay ran out, another replica's work). It is one statement per period for all the queues
+ * (notifier/queues/watch.ts): an idle notifier at 100 ms costs about 0.06 of a core, its own and
+ * PostgreSQL's (bench/RESULTS.md, "One statement for the idle poll").
  */
 export const FAST_ENV: Record<string, string> = {
   SERVICE_SECRET,
