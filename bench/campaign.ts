@@ -54,7 +54,7 @@ import pg from 'pg';
 import PgBoss from 'pg-boss';
 import { parseQuietWindow, quietHoursRelease } from '../notifier/policy/quiet-hours.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
-import { freePort, spawnPinned, stopAll, waitForHttp, type Started } from './lib/processes.js';
+import { freePort, postgresCpu, procCpu, spawnPinned, stopAll, waitForHttp, type Started } from './lib/processes.js';
 import { replaceSection } from './lib/report.js';
 import { topSelfTime, type CpuProfile } from './lib/cpu-profile.js';
 
@@ -133,30 +133,6 @@ async function waitForQuiet(limit: number | undefined, what: string): Promise<nu
 }
 
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
-function procCpu(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK;
-  } catch {
-    return 0;
-  }
-}
-/** Every PostgreSQL process on the machine (other databases' backends included). */
-function postgresCpu(): number {
-  let total = 0;
-  for (const e of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(e)) continue;
-    try {
-      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === 'postgres') total += procCpu(Number(e));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
-}
-
 /** The fields of the notifier's answers this bench reads. */
 interface Answer {
   notification_id?: string;

@@ -15,11 +15,9 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readdirSync, readFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { PROJECT_ROOT } from '../shared/paths.js';
-import { freePort, spawnPinned, waitForHttp } from './lib/processes.js';
+import { freePort, postgresCpu, procCpu, spawnPinned, waitForHttp } from './lib/processes.js';
 
 const { values: argv } = parseArgs({
   options: {
@@ -32,33 +30,7 @@ const { values: argv } = parseArgs({
 const SECONDS = Number(argv.seconds);
 const ROUNDS = Number(argv.rounds);
 const BUILDS = argv.build ?? [PROJECT_ROOT];
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 const SCRATCH = join(PROJECT_ROOT, 'bench/.scratch');
-
-/** A process's CPU seconds, its reaped children's included. */
-function procCpu(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK;
-  } catch {
-    return 0;
-  }
-}
-
-/** Every PostgreSQL process on the machine (an exited backend's time is in the postmaster's children). */
-function postgresCpu(): number {
-  let total = 0;
-  for (const e of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(e)) continue;
-    try {
-      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === 'postgres') total += procCpu(Number(e));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
-}
 
 async function once(build: string): Promise<{ notifier: number; postgres: number }> {
   const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -89,10 +61,10 @@ async function once(build: string): Promise<{ notifier: number; postgres: number
   try {
     await waitForHttp(p, `http://127.0.0.1:${port}/readyz`, log, 200);
     await sleep(2000);
-    const n0 = procCpu(p.child.pid!);
+    const n0 = procCpu(p.child.pid);
     const pg0 = postgresCpu();
     await sleep(SECONDS * 1000);
-    return { notifier: procCpu(p.child.pid!) - n0, postgres: postgresCpu() - pg0 };
+    return { notifier: procCpu(p.child.pid) - n0, postgres: postgresCpu() - pg0 };
   } finally {
     await p.stop();
     await admin.query(`DROP DATABASE ${dbName} WITH (FORCE)`);

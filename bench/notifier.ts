@@ -41,7 +41,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync, readFileSync, existsSync, readdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -53,7 +53,7 @@ import PgBoss from 'pg-boss';
 import { parseQuietWindow, quietHoursRelease } from '../notifier/policy/quiet-hours.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { LatencyHistogram } from './lib/latency-histogram.js';
-import { freePort, spawnPinned, stopAll, waitForHttp, type Started } from './lib/processes.js';
+import { freePort, postgresCpu, procCpu, spawnPinned, stopAll, waitForHttp, type Started } from './lib/processes.js';
 import { replaceSection } from './lib/report.js';
 
 const { values: argv } = parseArgs({
@@ -163,33 +163,6 @@ interface Cpu {
   notifier: number;
   postgres: number;
   sandbox: number;
-}
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
-
-/** A process's CPU seconds, its reaped children's included (so PostgreSQL's exited backends stay counted). */
-function procCpu(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK;
-  } catch {
-    return 0;
-  }
-}
-
-/** Every PostgreSQL process on the machine (a backend's time moves to the postmaster's children when it exits). */
-function postgresCpu(): number {
-  let total = 0;
-  for (const e of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(e)) continue;
-    try {
-      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === 'postgres') total += procCpu(Number(e));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
 }
 
 const cpuDelta = (a: Cpu, b: Cpu): Cpu => ({

@@ -6,7 +6,7 @@
  * the sidecar and nginx are measured on the same footing: see `corePlan`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, createWriteStream, readFileSync } from 'node:fs';
+import { accessSync, constants, createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { cpus } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -264,6 +264,36 @@ export function cpuSeconds(pid: number): number {
       total += (Number(f[11]) + Number(f[12])) / clockTicks;
     } catch {
       if (p === pid) return NaN;
+    }
+  }
+  return total;
+}
+
+/**
+ * A process's CPU seconds (user + system), its reaped children's included (so PostgreSQL's exited
+ * backends stay counted in their postmaster); 0 when it cannot be read.
+ */
+export function procCpu(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  clockTicks ??= Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / clockTicks;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds of every PostgreSQL process on the machine (other databases' backends included). */
+export function postgresCpu(): number {
+  let total = 0;
+  for (const e of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() === 'postgres') total += procCpu(Number(e));
+    } catch {
+      // gone meanwhile
     }
   }
   return total;
