@@ -367,8 +367,9 @@ async function main(): Promise<void> {
     sandbox: procCpu(sandbox.child.pid),
   });
   const figures: Figures = { ingest: {}, delivery: {} };
+  // CASCADE: later migrations added tables that reference these (the bench empties them too).
   const purge = async (): Promise<void> => {
-    await pool.query('TRUNCATE notifications, idempotency_keys, deliveries, dead_letters, inbox_items');
+    await pool.query('TRUNCATE notifications, idempotency_keys, deliveries, dead_letters, inbox_items CASCADE');
     await pool.query('DELETE FROM pgboss.job');
     await fetch(`${sandboxUrl}/sandbox/messages`, { method: 'DELETE' });
   };

@@ -19,18 +19,15 @@ register('./test-loader-hooks.mjs', import.meta.url);
 // /proc/self/stat at exit. PostgreSQL's share is not in it (one server for every file).
 const cpuDir = process.env.TEST_CPU_DIR;
 if (cpuDir && process.platform === 'linux') {
-  const [{ readFileSync, writeFileSync }, { relative, join }] = await Promise.all([import('node:fs'), import('node:path')]);
+  const [{ readFileSync, writeFileSync }, { relative, join }, { statCpu }] = await Promise.all([
+    import('node:fs'),
+    import('node:path'),
+    import('./proc-cpu.mjs'),
+  ]);
   process.on('exit', () => {
     try {
-      const stat = readFileSync('/proc/self/stat', 'utf8');
-      // After the parenthesised command: utime is field 14, stime 15, cutime 16, cstime 17 (in ticks of 1/100 s).
-      const f = stat
-        .slice(stat.lastIndexOf(')') + 2)
-        .split(' ')
-        .slice(11, 15)
-        .map(Number);
       const file = relative(process.cwd(), process.argv[1] ?? '');
-      writeFileSync(join(cpuDir, `${process.pid}.json`), JSON.stringify({ file, own: (f[0] + f[1]) / 100, children: (f[2] + f[3]) / 100 }));
+      writeFileSync(join(cpuDir, `${process.pid}.json`), JSON.stringify({ file, ...statCpu(readFileSync('/proc/self/stat', 'utf8')) }));
     } catch {
       // the table shows no CPU for this file
     }

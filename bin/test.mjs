@@ -24,8 +24,7 @@
  * CPU of its test processes (each writes its own and its reaped children's at exit:
  * bin/test-loader.mjs), of PostgreSQL and how busy the machine was, and its slowest files with
  * their time, CPU and assertions, and the files that took the most CPU; then the `N passed, N
- * failed` line. `.ci/run`
- * runs `npm test`, so every CI log shows it.
+ * failed` line. `.ci/run` runs `npm test`, so every CI log shows it.
  *
  * Arguments: files and folders select test files (a folder: its `*.test.ts`, recursively; none:
  * all of test/); anything else is passed to tap. `npm test -- test/limiter` runs one folder,
@@ -35,6 +34,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, createWriteStream, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { statCpu } from './proc-cpu.mjs';
 
 const root = resolve(fileURLToPath(import.meta.url), '../..');
 process.chdir(root);
@@ -354,14 +354,9 @@ function postgresCpu() {
   for (const e of names) {
     try {
       if (readFileSync(`/proc/${e}/comm`, 'utf8').trim() !== 'postgres') continue;
-      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-      const f = stat
-        .slice(stat.lastIndexOf(')') + 2)
-        .split(' ')
-        .slice(11, 15)
-        .map(Number);
-      // A backend's time reaches its postmaster's cutime when it exits; a live one counts its own.
-      total += (f[0] + f[1] + f[2] + f[3]) / 100;
+      // A backend's time reaches its postmaster's reaped children's when it exits; a live one counts its own.
+      const c = statCpu(readFileSync(`/proc/${e}/stat`, 'utf8'));
+      total += c.own + c.children;
     } catch {
       // gone meanwhile
     }
