@@ -33,8 +33,14 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, createWriteStream, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { statCpu } from './proc-cpu.mjs';
+import { nest, parseOptions, runFiles } from './test-files.mjs';
+
+/** Test files run at a time in the pure and servers tiers (`--jobs=N`): one per core of the machine CI gives. */
+const JOBS = 2;
+/** Each file's timeout in seconds (`--timeout=N`): tap's root test in the file fails after it and prints what still ran. */
+const TIMEOUT_S = 240;
 
 const root = resolve(fileURLToPath(import.meta.url), '../..');
 process.chdir(root);
@@ -81,6 +87,22 @@ function check(name, cmd, args) {
 // (ignored by git): a second run re-reads only the files that changed, which is what makes
 // `npm test -- one/file.test.ts` quick while working. CI starts from a clean clone, so it always
 // lints everything.
+/**
+ * Whether tap's Test class (what `import t from 'tap'` loads in every test process) is built
+ * without the plugins .taprc leaves out. npm installs it built with all of tap's default plugins;
+ * tap's own runner rebuilds it when its plugin list differs, and this runner (bin/test-files.mjs)
+ * does the same with `tap build` beside the type-check.
+ */
+function tapBuilt() {
+  try {
+    const built = readFileSync(resolve(root, 'node_modules/@tapjs/test/test-built/dist/esm/index.js'), 'utf8');
+    const signature = /export const signature = `([^`]*)`/.exec(built)?.[1]?.split('\n') ?? [];
+    const left = [...readFileSync(resolve(root, '.taprc'), 'utf8').matchAll(/^\s*-\s*"!([^"]+)"/gm)].map((m) => m[1]);
+    return left.every((p) => !signature.includes(p));
+  } catch {
+    return false;
+  }
+}
 const checksStarted = performance.now();
 const linting = check('lint (eslint)', bin('eslint'), ['--cache', '--cache-location', '.tap/eslint-cache', '.']);
 /** Prints a check's output and counts its result; false when it failed. */
@@ -106,6 +128,7 @@ async function joinLint() {
 {
   const results = await Promise.all([
     check('type-check (tsc -b)', bin('tsc'), ['-b']),
+    ...(tapBuilt() ? [] : [check("tap's Test class, built with .taprc's plugins (tap build)", bin('tap'), ['build'])]),
     check('format (prettier --check)', bin('prettier'), [
       '--check',
       '--cache',
@@ -127,12 +150,21 @@ async function joinLint() {
 
 const tiers = await import(resolve(root, 'dist/test/harness/tiers.js'));
 const { options, files } = tiers.selectTests(process.argv.slice(2));
+let runOptions;
+try {
+  runOptions = parseOptions(options, { jobs: JOBS, timeout: TIMEOUT_S });
+} catch (err) {
+  console.log(`not ok - ${err.message}`);
+  failed += 1;
+  finish(1);
+}
 const { pure, servers: serverFiles, alone } = tiers.splitByTier(files);
 const aloneCount = alone.pure.length + alone.servers.length;
 console.log(`# ${pure.length} pure test files, ${serverFiles.length} needing servers, ${aloneCount} alone (last, one at a time)`);
 
 mkdirSync(resolve(root, '.tap'), { recursive: true });
 const raw = createWriteStream(resolve(root, '.tap/last-run.tap'));
+const stderrLog = createWriteStream(resolve(root, '.tap/last-run.stderr'));
 const baseEnv = { ...process.env, NODE_ENV: 'test', LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' };
 
 // The servers start while the pure tier runs (its processes never see their addresses): their
@@ -161,7 +193,7 @@ if (serverFiles.length > 0 || alone.servers.length > 0) {
 
 if (pure.length > 0) {
   process.stdout.write('# tier: pure (no servers)\n');
-  await runTap('pure', pure, tiers.pureEnv(baseEnv));
+  await runTier('pure', pure, tiers.pureEnv(baseEnv), runOptions.jobs);
 }
 if (!(await joinLint())) {
   // A lint error: no further tier runs.
@@ -180,12 +212,13 @@ if (serversStarting) {
   }
   if (serverFiles.length > 0) {
     process.stdout.write('# tier: servers\n');
-    await runTap('servers', serverFiles, { ...baseEnv, ...servers.env });
+    await runTier('servers', serverFiles, { ...baseEnv, ...servers.env }, runOptions.jobs);
   }
   await runAlone({ ...baseEnv, ...servers.env });
   await servers.teardown().catch((err) => console.log(`# teardown: ${err instanceof Error ? err.message : String(err)}`));
 } else await runAlone(null);
 raw.end();
+stderrLog.end();
 if (files.length === 0) {
   console.log('not ok - no test files selected');
   failed += 1;
@@ -200,8 +233,8 @@ async function runAlone(serverEnv) {
   process.stdout.write('# tier: alone (one file at a time)\n');
   const t0 = performance.now();
   const runs = [];
-  if (alone.pure.length > 0) runs.push(await runTap('alone', alone.pure, tiers.pureEnv(baseEnv), ['--jobs=1'], false));
-  if (alone.servers.length > 0 && serverEnv) runs.push(await runTap('alone', alone.servers, serverEnv, ['--jobs=1'], false));
+  if (alone.pure.length > 0) runs.push(await runTier('alone', alone.pure, tiers.pureEnv(baseEnv), 1, false));
+  if (alone.servers.length > 0 && serverEnv) runs.push(await runTier('alone', alone.servers, serverEnv, 1, false));
   const merged = {
     tier: 'alone',
     ms: performance.now() - t0,
@@ -217,87 +250,43 @@ async function runAlone(serverEnv) {
 }
 
 /**
- * Runs tap over `testFiles` with `env`, prints file-level and test-level lines and every failure
- * with its diagnostics (the full TAP stream goes to .tap/last-run.tap), and adds the pass's
- * results to the totals. Returns the pass's timing (each file's time and assertions, read from
- * the stream: a file's `ok N - <file> # time=…ms` line at depth 0, its assertions the `ok` lines
- * inside it that close no subtest), which it also records unless `record` is false.
+ * Runs `testFiles` (bin/test-files.mjs: each its own process, `jobs` at a time) with `env`,
+ * prints file-level and test-level lines and every failure with its diagnostics (the full TAP
+ * stream goes to .tap/last-run.tap, and each file's stderr to .tap/last-run.stderr; a failed
+ * file's stderr is printed too), and adds the results to the totals. Returns the pass's timing
+ * (each file's process time, its test's own time, CPU and assertions: the `ok` lines inside it
+ * that close no subtest), which it also records unless `record` is false.
  */
-async function runTap(tier, testFiles, env, extra = [], record = true) {
+async function runTier(tier, testFiles, env, jobs, record = true) {
   const t0 = performance.now();
   const machine0 = machineCpu();
   const pg0 = postgresCpu();
-  // Our TypeScript is loaded from what tsc -b just wrote to dist/ (bin/test-loader.mjs), not
-  // transpiled again by ts-node in every test process. Tap's typescript plugin (which started
-  // ts-node: ~1.3 s of CPU per process) and its mock plugin (module hooks every import went
-  // through: ~0.2 s per process before the test began, and slower imports) are left out in
-  // .taprc. The loader transpiles what has no current output in dist/; TEST_DIST_CURRENT tells it
-  // that the type-check above wrote dist/. After a change to .taprc's plugins tap rebuilds its
-  // Test class once (about 10 s) on its next run.
-  const loader = `--node-arg=--import=${pathToFileURL(resolve(root, 'bin/test-loader.mjs')).href}`;
-  const distCurrent = ['--test-env=TEST_DIST_CURRENT=1'];
-  // The tier's own options (the alone tier's --jobs=1) after the user's, so that they win.
-  // Each test process writes its CPU here at exit (bin/test-loader.mjs); emptied per tap run.
+  // Each test process writes its CPU here at exit (bin/test-cpu.mjs); emptied per pass.
   const cpuDir = resolve(root, '.tap/cpu');
   rmSync(cpuDir, { recursive: true, force: true });
   mkdirSync(cpuDir, { recursive: true });
-  const tap = spawn(bin('tap'), ['-R', 'tap', loader, ...distCurrent, ...options, ...extra, ...testFiles], {
-    cwd: root,
-    env: { ...env, TEST_CPU_DIR: cpuDir },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let buf = '';
-  let inFailure = -1;
-  let summary = null;
   const timing = { tier, ms: 0, files: [], assertions: 0, cpu: 0, postgresCpu: 0, busy: 0, capacity: 0 };
-  /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
-  const open = new Map();
-  let assertions = 0;
-  tap.stdout.on('data', (chunk) => {
-    raw.write(chunk);
-    buf += chunk.toString();
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      const depth = line.length - line.trimStart().length;
-      const body = line.trimStart();
-      if (body.startsWith('# Subtest')) {
-        open.set(depth, (open.get(depth) ?? 0) + 1);
-        if (depth === 0) assertions = 0;
-      } else if (/^(not )?ok \d+/.test(body)) {
-        const closes = (open.get(depth) ?? 0) > 0;
-        if (closes) open.set(depth, open.get(depth) - 1);
-        if (depth === 0) {
-          const f = /^(not )?ok \d+ - (.+?)(?: # time=([\d.]+)ms)?(?: #.*)?$/.exec(body);
-          timing.files.push({ file: f?.[2] ?? body, ms: Number(f?.[3] ?? 0), testMs: Number(f?.[3] ?? 0), assertions, ok: !f?.[1] });
-          assertions = 0;
-        } else if (!closes) assertions += 1;
-      }
-      const m = /^# \{ total: (\d+), pass: (\d+)/.exec(line);
-      if (m) {
-        // Skipped and todo tests are neither passes nor failures.
-        const n = (key) => Number(new RegExp(`${key}: (\\d+)`).exec(line)?.[1] ?? 0);
-        summary = { total: Number(m[1]), pass: Number(m[2]), notRun: n('skip') + n('todo') };
-      }
-      if (inFailure >= 0 && depth <= inFailure && !body.startsWith('---') && !body.startsWith('...') && body !== '') inFailure = -1;
-      if (/^not ok /.test(body)) {
-        inFailure = depth;
-        console.log(line);
-      } else if (inFailure >= 0 || depth <= 4) {
-        if (body !== '' && !/^1\.\.\d+$/.test(body) && !body.startsWith('# time=')) console.log(line);
-      }
+  raw.write('TAP version 14\n');
+  await runFiles(testFiles, { ...env, TEST_CPU_DIR: cpuDir }, { ...runOptions, jobs }, (result, n) => {
+    const text = nest(result, n);
+    raw.write(text);
+    stderrLog.write(`# ${result.file}\n${result.err}`);
+    const counts = readFileTap(text);
+    const testMs = Number(/^# time=([\d.]+)ms$/m.exec(result.out)?.[1] ?? result.ms);
+    timing.files.push({ file: result.file, ms: result.ms, testMs, assertions: counts.assertions, ok: counts.fileOk });
+    timing.assertions += counts.assertions;
+    passed += counts.pass;
+    failed += counts.fail;
+    if (!counts.fileOk && counts.fail === 0) failed += 1; // the process failed outside any assertion
+    if (!counts.fileOk) {
+      exitCode = 1;
+      if (result.err.trim() !== '') process.stdout.write(`# stderr of ${result.file}:\n${result.err.replace(/^/gm, '#   ')}\n`);
     }
   });
-  const code = await new Promise((res) => tap.on('close', (c) => res(c ?? 1)));
+  raw.write(`1..${timing.files.length}\n`);
   timing.ms = performance.now() - t0;
-  // tap's `time=` is the test's own time, from inside the process: it leaves out the process's
-  // start and the loading of what it imports, which for a short file is most of its cost. tap's
-  // processinfo (rewritten by each tap run) has each test process's whole runtime.
-  const runtimes = processRuntimes();
   const cpu = cpuTimes(cpuDir);
   for (const f of timing.files) {
-    f.ms = runtimes.get(f.file) ?? f.ms;
     const c = cpu.get(f.file);
     if (c) Object.assign(f, { cpuOwn: c.own, cpuChildren: c.children });
   }
@@ -306,37 +295,46 @@ async function runTap(tier, testFiles, env, extra = [], record = true) {
   const machine1 = machineCpu();
   timing.busy = machine1.busy - machine0.busy;
   timing.capacity = machine1.total - machine0.total;
-  timing.assertions = summary?.total ?? timing.files.reduce((n, f) => n + f.assertions, 0);
   if (record) {
     tierRuns.push(timing);
     phases.push({ name: `tier ${tier}`, ms: timing.ms });
   }
-  if (summary) {
-    passed += summary.pass;
-    failed += summary.total - summary.pass - summary.notRun;
-    if (summary.notRun > 0) console.log(`# ${summary.notRun} skipped or todo`);
-  }
-  if (code !== 0 && (!summary || summary.total === summary.pass + summary.notRun)) failed += 1; // tap failed outside any test
-  if (code !== 0) exitCode = 1;
   return timing;
 }
 
-/** Each test file's process runtime (ms, spawn to exit) from tap's .tap/processinfo of its last run. */
-function processRuntimes() {
-  const out = new Map();
-  const dir = resolve(root, '.tap/processinfo');
-  let names = [];
-  try {
-    names = readdirSync(dir).filter((n) => n.endsWith('.json'));
-  } catch {
-    return out;
-  }
-  for (const n of names) {
-    try {
-      const info = JSON.parse(readFileSync(resolve(dir, n), 'utf8'));
-      if (info.externalID && info.parent === null && typeof info.runtime === 'number') out.set(info.externalID, info.runtime);
-    } catch {
-      // a file being written or unreadable: that file keeps tap's own time
+/**
+ * Reads one file's nested TAP (bin/test-files.mjs `nest`), printing its file line, the lines of
+ * its top-level tests and every failure with its diagnostics. Counts its assertions (the `ok` and
+ * `not ok` lines that close no subtest): passed, failed (neither skipped nor todo), and all.
+ */
+function readFileTap(text) {
+  const out = { assertions: 0, pass: 0, fail: 0, fileOk: true };
+  /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
+  const open = new Map();
+  let inFailure = -1;
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const depth = line.length - line.trimStart().length;
+    const body = line.trimStart();
+    if (body.startsWith('# Subtest')) open.set(depth, (open.get(depth) ?? 0) + 1);
+    else if (/^(not )?ok \d+/.test(body)) {
+      const closes = (open.get(depth) ?? 0) > 0;
+      if (closes) open.set(depth, open.get(depth) - 1);
+      if (depth === 0) out.fileOk = body.startsWith('ok');
+      else if (!closes) {
+        out.assertions += 1;
+        const directive = /#\s*(skip|todo)\b/i.test(body);
+        if (body.startsWith('ok')) {
+          if (!directive) out.pass += 1;
+        } else if (!directive) out.fail += 1;
+      }
+    }
+    if (inFailure >= 0 && depth <= inFailure && !body.startsWith('---') && !body.startsWith('...') && body !== '') inFailure = -1;
+    if (/^not ok /.test(body)) {
+      inFailure = depth;
+      console.log(line);
+    } else if (inFailure >= 0 || depth <= 4) {
+      if (!/^1\.\.\d+$/.test(body) && !body.startsWith('# time=') && !body.startsWith('# {')) console.log(line);
     }
   }
   return out;

@@ -9,10 +9,11 @@ import { PROJECT_ROOT } from '../../shared/paths.js';
 import { Supervisor } from '../../bin/supervisor.js';
 import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { waitFor } from '../harness/wait.js';
+import { sourceDir } from '../harness/source.js';
 
 // Every child starts through `env -u NODE_OPTIONS` (test/harness/child.ts), which execs node (same
 // pid, so the supervisor's signals reach it), without tap's processinfo hook: it doubled each start.
-const child = resolve(import.meta.dirname, '../fixtures/supervisor/crashy.mjs');
+const child = resolve(sourceDir(import.meta.url), '../fixtures/supervisor/crashy.mjs');
 // A service-like child: shared/lifecycle.ts's watchParent, as shared/main.ts wires it (built).
 const CHILD_JS = resolve(PROJECT_ROOT, 'dist/test/fixtures/lifecycle/child.js');
 const SUPERVISOR_JS = pathToFileURL(resolve(PROJECT_ROOT, 'dist/bin/supervisor.js')).href;

@@ -10,8 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { useTestDatabase } from '../harness/db.js';
 import { ADMIN_TOKEN, useControlPlane } from './helpers.js';
+import { sourceUrl } from '../harness/source.js';
 
-const CLI = fileURLToPath(new URL('../../dist/bin/quota.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../dist/bin/quota.js', sourceUrl(import.meta.url)));
 if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npx tsc -b\` first (npm test does)`);
 
 const db = await useTestDatabase(t, 'cp_cli');

@@ -7,9 +7,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { sourceUrl } from './source.js';
 
 /** The repository root (this file is test/harness/imports.ts). */
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const ROOT = resolve(dirname(fileURLToPath(sourceUrl(import.meta.url))), '../..');
 
 /** Repository-relative paths (with `/`) of the `.ts` files under `dir` (relative to the root). */
 export function sourcesUnder(dir: string): string[] {

@@ -13,8 +13,9 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { client, startTestSidecar } from './fixtures/sidecar.js';
 import { parseYamlSubset, type YamlValue } from './fixtures/yaml-subset.js';
+import { sourceUrl } from '../harness/source.js';
 
-const RULES = resolve(fileURLToPath(import.meta.url), '../../../limiter/alerts.rules.yml');
+const RULES = resolve(fileURLToPath(sourceUrl(import.meta.url)), '../../../limiter/alerts.rules.yml');
 
 t.test('the YAML subset parser', async (t) => {
   const doc = parseYamlSubset(

@@ -6,8 +6,9 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
+import { sourceDir } from '../harness/source.js';
 
-const uwsModule = resolve(import.meta.dirname, '../../dist/shared/uws.js');
+const uwsModule = resolve(sourceDir(import.meta.url), '../../dist/shared/uws.js');
 const probe = `import(${JSON.stringify(uwsModule)}).then((m) => { m.requireNativeBuild(); console.log('native', m.nativeBuild); })`;
 
 t.test('the native build passes', async (t) => {

@@ -8,8 +8,9 @@ import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sourceUrl } from '../harness/source.js';
 
-const DOC = resolve(fileURLToPath(import.meta.url), '../../../docs/capacity.md');
+const DOC = resolve(fileURLToPath(sourceUrl(import.meta.url)), '../../../docs/capacity.md');
 const PEAK = 200_000; // seed 001, Limits: 200,000 requests per second peak
 
 /** `| \`A\` | … | 19,755 | … |` and `| \`u_s\`, \`u_r\` | … | 0.6, 0.5 | … |` → name → value. */

@@ -6,8 +6,9 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exprRefs, PROMQL_FUNCTIONS } from './promql.js';
+import { sourceUrl } from '../harness/source.js';
 
-export const DASHBOARD_FILE = resolve(fileURLToPath(import.meta.url), '../../../docs/grafana/edge-platform.json');
+export const DASHBOARD_FILE = resolve(fileURLToPath(sourceUrl(import.meta.url)), '../../../docs/grafana/edge-platform.json');
 
 export type Service = 'limiter' | 'control-plane' | 'notifier' | 'identity';
 

@@ -11,8 +11,9 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PLAIN_NODE, plainProgramArgs } from '../harness/child.js';
+import { sourceUrl } from '../harness/source.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
+const root = fileURLToPath(new URL('../../', sourceUrl(import.meta.url)));
 const buf = join(root, 'node_modules/.bin/buf');
 
 function filesUnder(dir: string): string[] {

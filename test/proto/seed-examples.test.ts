@@ -11,6 +11,7 @@ import { fromJson, fromJsonString, toJson, toJsonString } from '../../shared/pro
 import { file_identity_v1_identity } from '../../proto/gen/identity/v1/identity_pb.js';
 import { file_notify_v1_notify } from '../../proto/gen/notify/v1/notify_pb.js';
 import { messageByName } from './files.js';
+import { sourceUrl } from '../harness/source.js';
 
 interface Example {
   name: string;
@@ -23,7 +24,7 @@ interface Example {
 const seeds = ['seed-000-notifier.json', 'seed-001-limiter.json', 'seed-002-identity.json'];
 const examples = new Map<string, Example[]>();
 for (const file of seeds) {
-  examples.set(file, JSON.parse(readFileSync(new URL(`./fixtures/${file}`, import.meta.url), 'utf8')) as Example[]);
+  examples.set(file, JSON.parse(readFileSync(new URL(`./fixtures/${file}`, sourceUrl(import.meta.url)), 'utf8')) as Example[]);
 }
 
 for (const [file, list] of examples) {

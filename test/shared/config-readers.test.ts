@@ -24,9 +24,10 @@ import { SANDBOX_ENV } from '../../sandbox/env.js';
 import { TOOLS_ENV } from '../../bin/env.js';
 import { SERVER_ENV } from '../harness/tiers.js';
 import { adminCliConfig, healthcheckConfig, keysCliConfig, quotaCliConfig, startConfig } from '../../bin/config.js';
+import { sourceUrl } from '../harness/source.js';
 
 // The harness reads its servers' addresses with need('NAME', …) (test/harness/env.ts).
-const harnessSource = readFileSync(new URL('../harness/env.ts', import.meta.url), 'utf8');
+const harnessSource = readFileSync(new URL('../harness/env.ts', sourceUrl(import.meta.url)), 'utf8');
 // It also hands the servers' variables (tiers.ts SERVER_ENV) to the test processes, which read the
 // template database's name directly (test/harness/db.ts).
 const harnessReads = [...new Set([...[...harnessSource.matchAll(/need\('([A-Z][A-Z0-9_]*)'/g)].map((m) => m[1]!), ...SERVER_ENV])];

@@ -3,9 +3,10 @@ import t from 'tap';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, nonEmpty, pick, type VarSpec } from '../../shared/config.js';
 import { ENV } from '../../bin/env-catalogue.js';
+import { sourceUrl } from '../harness/source.js';
 
-const FIXTURES = new URL('../fixtures/config/', import.meta.url);
-const README = new URL('../../README.md', import.meta.url);
+const FIXTURES = new URL('../fixtures/config/', sourceUrl(import.meta.url));
+const README = new URL('../../README.md', sourceUrl(import.meta.url));
 
 /** Reads a fixture: `NAME=value` lines (value verbatim), `#` comments and blank lines ignored. */
 function envFile(name: string): Record<string, string> {

@@ -22,8 +22,9 @@ import {
   toProblem,
   PROBLEM_CONTENT_TYPE,
 } from '../../shared/errors.js';
+import { sourceUrl } from '../harness/source.js';
 
-const DOC = new URL('../../docs/errors.md', import.meta.url);
+const DOC = new URL('../../docs/errors.md', sourceUrl(import.meta.url));
 
 /**
  * Rows of the markdown tables under `## <heading>` (up to the next `## `), as cell arrays, with the

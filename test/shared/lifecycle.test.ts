@@ -16,6 +16,7 @@ import {
 } from '../../shared/lifecycle.js';
 import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { waitFor as until } from '../harness/wait.js';
+import { sourceUrl } from '../harness/source.js';
 
 // ── in-process: the state machine with injected exit and signals ────────────
 
@@ -248,7 +249,7 @@ t.test('describeStartupError names what failed in one line', async (t) => {
 // The fixture as `tsc -b` compiled it (npm test builds first), run by a plain `node` as a service's
 // dist/…/main.js is: each of the ten runs below took about 1 s when it started ts-node (the
 // TypeScript compiler) and tap's processinfo hook (test/harness/child.ts) to load child.ts.
-const CHILD = fileURLToPath(new URL('../../dist/test/fixtures/lifecycle/child.js', import.meta.url));
+const CHILD = fileURLToPath(new URL('../../dist/test/fixtures/lifecycle/child.js', sourceUrl(import.meta.url)));
 if (!existsSync(CHILD)) throw new Error(`${CHILD} is missing: run \`npx tsc -b\` first (npm test does)`);
 
 interface Exited {

@@ -14,6 +14,7 @@ import { startEmbeddedPostgres } from '../../shared/embedded-postgres.js';
 import { describeRunning, inspectLock, type ProcessTable } from '../../shared/postmaster-lock.js';
 import { PLAIN_NODE, plainNodeArgs } from '../harness/child.js';
 import { waitFor } from '../harness/wait.js';
+import { sourceUrl } from '../harness/source.js';
 
 async function tempDir(t: { teardown(fn: () => unknown): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'edge-pg-lock-'));
@@ -77,7 +78,7 @@ t.test('the server a killed npm start left running is named with its pid; after 
   // through ts-node cost about 1 s of CPU.
   const hold = spawn(
     PLAIN_NODE,
-    plainNodeArgs([fileURLToPath(new URL('../../dist/test/fixtures/postgres/hold.js', import.meta.url)), dataDir]),
+    plainNodeArgs([fileURLToPath(new URL('../../dist/test/fixtures/postgres/hold.js', sourceUrl(import.meta.url))), dataDir]),
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },

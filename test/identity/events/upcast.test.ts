@@ -10,13 +10,14 @@ import { Users } from '../../../identity/domain/users.js';
 import { FakeClock } from '../../../shared/clock.js';
 import { testLogger } from '../../harness/log.js';
 import { readToHead, testRunner, useEventsDb } from './helpers.js';
+import { sourceUrl } from '../../harness/source.js';
 
 /**
  * The frozen fixture set: one file per stored (event type, schema version), with the payload as it
  * was stored and as readers must see it today. Files are never edited (MANIFEST.sha256 pins them);
  * a new schema version adds a file.
  */
-const DIR = new URL('./fixtures/', import.meta.url);
+const DIR = new URL('./fixtures/', sourceUrl(import.meta.url));
 
 interface Fixture {
   file: string;

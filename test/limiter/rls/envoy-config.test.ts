@@ -21,6 +21,7 @@ import { startUpstream } from '../../harness/upstream.js';
 import { parseYamlSubset, type YamlValue } from '../fixtures/yaml-subset.js';
 import { fixedQuota, keySubject, newApiKey } from '../fixtures/sidecar.js';
 import { rlsClient, shouldRateLimit, startRlsSidecar, type Entries } from './fixtures.js';
+import { sourceUrl } from '../../harness/source.js';
 
 type Y = { [key: string]: YamlValue };
 const obj = (v: YamlValue | undefined): Y => {
@@ -37,7 +38,7 @@ const str = (v: YamlValue | undefined): string => {
 };
 
 function yamlBlocks(file: string): Y[] {
-  const md = readFileSync(new URL(`../../../${file}`, import.meta.url), 'utf8');
+  const md = readFileSync(new URL(`../../../${file}`, sourceUrl(import.meta.url)), 'utf8');
   // The Envoy configurations, and the Kubernetes probes beside them (every YAML block naming Envoy's RLS or filter).
   return [...md.matchAll(/```yaml\n([\s\S]*?)```/g)]
     .map((m) => m[1]!)

@@ -26,8 +26,9 @@ import { freePort } from '../../harness/ports.js';
 import { waitFor } from '../../harness/wait.js';
 import { SERVICE_SECRET, scriptedChannels, type Core, type Json } from '../core/helpers.js';
 import { campaignRequest, givePushTokens, memberIds, startCampaignCore, uploadList } from './helpers.js';
+import { sourceUrl } from '../../harness/source.js';
 
-const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
+const ROOT = resolve(fileURLToPath(sourceUrl(import.meta.url)), '../../../..');
 const MAIN = join(ROOT, 'dist/notifier/main.js');
 const MEMBERS = 20_000;
 // 100 shards: enough that each kill lands mid-expansion, at 40% of the rows the first version wrote.

@@ -11,8 +11,9 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseYamlSubset } from '../../limiter/fixtures/yaml-subset.js';
 import { startCore } from './helpers.js';
+import { sourceUrl } from '../../harness/source.js';
 
-const RULES = resolve(fileURLToPath(import.meta.url), '../../../../notifier/alerts.rules.yml');
+const RULES = resolve(fileURLToPath(sourceUrl(import.meta.url)), '../../../../notifier/alerts.rules.yml');
 
 /** Metric names an expression refers to: identifiers that are not functions, keywords, labels or durations. */
 function metricNames(expr: string): string[] {

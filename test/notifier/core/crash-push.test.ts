@@ -30,8 +30,9 @@ import { useTestDatabase } from '../../harness/db.js';
 import { freePort } from '../../harness/ports.js';
 import { waitFor } from '../../harness/wait.js';
 import { SERVICE_SECRET } from './helpers.js';
+import { sourceUrl } from '../../harness/source.js';
 
-const ROOT = resolve(fileURLToPath(import.meta.url), '../../../..');
+const ROOT = resolve(fileURLToPath(sourceUrl(import.meta.url)), '../../../..');
 const MAIN = join(ROOT, 'dist/notifier/main.js');
 const USERS = 40;
 const KILLS = 3;
