@@ -1,12 +1,16 @@
 #!/usr/bin/env node
 /**
- * `npm test`: type-check and format check, then the tap suite (the lint beside its pure tier), ending with the line
- * `N passed, N failed`.
+ * `npm test`: type-check and format check, then the test files (the lint beside the pure tier),
+ * ending with the line `N passed, N failed`.
+ *
+ * Each test file is its own process, two at a time (bin/test-files.mjs): the JavaScript the
+ * type-check just wrote to dist/, run by a plain `node`, writing TAP through tap's API; its output
+ * is read here, nested under the file's name as tap's runner would print it.
  *
  * Tiers. A test file whose FIRST line is exactly `// @tier: pure` needs none of the run's servers;
  * every other file (including any file without a marker) needs them. The marker is opt-in because
  * a forgotten marker then only costs speed, never correctness. The pure files run first, in their
- * own tap pass, before any server starts, with DATABASE_URL, REDIS_URL and TEST_REDIS_CLUSTER_NODES
+ * own pass, before any server starts, with DATABASE_URL, REDIS_URL and TEST_REDIS_CLUSTER_NODES
  * unset and TEST_TIER=pure (test/harness/env.ts throws a message naming the marker if such a file
  * asks for a server). Then, only if a selected file needs them, the servers start and the other
  * files run. Rules and helpers: test/harness/tiers.ts.
@@ -16,23 +20,28 @@
  * addresses reach every server-tier test process through the environment.
  *
  * Alone. A file marked `// @alone` (first line, or second after the pure marker: a test that loads
- * the CPU on purpose) runs after all the others, one file at a time (tap --jobs=1), in the tier
+ * the CPU on purpose) runs after all the others, one file at a time (--jobs=1), in the tier
  * `alone`: with the servers when it is not pure.
  *
  * Timing. The run ends with a table (also in .tap/timing.txt, and every file in .tap/timing.json):
  * the wall time of each step and tier, per tier the number of test files and of assertions, the
  * CPU of its test processes (each writes its own and its reaped children's at exit:
- * bin/test-loader.mjs), of PostgreSQL and how busy the machine was, and its slowest files with
+ * bin/test-cpu.mjs), of PostgreSQL and how busy the machine was, and its slowest files with
  * their time, CPU and assertions, and the files that took the most CPU; then the `N passed, N
  * failed` line. `.ci/run` runs `npm test`, so every CI log shows it.
  *
+ * Temp dir. The run makes one in memory when the machine has a tmpfs with room
+ * (test/harness/throwaway-dir.ts), which every server and test process gets as TMPDIR.
+ *
  * Arguments: files and folders select test files (a folder: its `*.test.ts`, recursively; none:
- * all of test/); anything else is passed to tap. `npm test -- test/limiter` runs one folder,
- * `npm test -- test/shared/http.test.ts` one file (pure: no server starts).
+ * all of test/); the options are tap's names for what they do: --jobs=N, --timeout=SECONDS (per
+ * file), --grep=PATTERN, --only, --bail (bin/test-files.mjs `parseOptions`; any other is an
+ * error). `npm test -- test/limiter` runs one folder, `npm test -- test/shared/http.test.ts` one
+ * file (pure: no server starts).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, createWriteStream, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { chmodSync, mkdirSync, mkdtempSync, createWriteStream, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { statCpu } from './proc-cpu.mjs';
 import { nest, parseOptions, runFiles } from './test-files.mjs';
@@ -126,9 +135,10 @@ async function joinLint() {
   return ok;
 }
 {
+  // Not a check of ours (it is not counted as passed), but the tests cannot run without it.
+  const tapBuild = tapBuilt() ? undefined : check("tap build (tap's Test class with .taprc's plugins)", bin('tap'), ['build']);
   const results = await Promise.all([
     check('type-check (tsc -b)', bin('tsc'), ['-b']),
-    ...(tapBuilt() ? [] : [check("tap's Test class, built with .taprc's plugins (tap build)", bin('tap'), ['build'])]),
     check('format (prettier --check)', bin('prettier'), [
       '--check',
       '--cache',
@@ -141,6 +151,11 @@ async function joinLint() {
   ]);
   let ok = true;
   for (const r of results) ok = report(r) && ok;
+  const built = await tapBuild;
+  if (built) {
+    phases.push({ name: built.name, ms: built.ms });
+    if (built.code !== 0) ok = report(built) && ok;
+  }
   phases.push({ name: 'type-check and format side by side (lint beside them)', ms: performance.now() - checksStarted });
   if (!ok) {
     await joinLint();
@@ -161,6 +176,15 @@ try {
 const { pure, servers: serverFiles, alone } = tiers.splitByTier(files);
 const aloneCount = alone.pure.length + alone.servers.length;
 console.log(`# ${pure.length} pure test files, ${serverFiles.length} needing servers, ${aloneCount} alone (last, one at a time)`);
+
+// The run's temp dir, in memory when the machine has a tmpfs with room (test/harness/throwaway-dir.ts
+// says why); every test process and server gets it as TMPDIR, and it goes at the end of the run.
+const { throwawayDir } = await import(resolve(root, 'dist/test/harness/throwaway-dir.js'));
+const runTmp = mkdtempSync(join(throwawayDir(), 'edge-test-run-'));
+// As /tmp is: run as root, the embedded PostgreSQL runs as the postgres user and must reach its data.
+chmodSync(runTmp, 0o1777);
+process.env.TMPDIR = runTmp;
+process.on('exit', () => rmSync(runTmp, { recursive: true, force: true, maxRetries: 3 }));
 
 mkdirSync(resolve(root, '.tap'), { recursive: true });
 const raw = createWriteStream(resolve(root, '.tap/last-run.tap'));

@@ -136,8 +136,7 @@ async function start(t: Test, how: How, env: Record<string, string>): Promise<Pl
   let proc: ChildProcess;
   const opts = { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] as ('ignore' | 'pipe')[] };
   // Every way starts through `env -u NODE_OPTIONS` (test/harness/child.ts), which execs the program
-  // (same pid, so the signals below reach it): otherwise npm, start.js and each of the six services
-  // would load tap's processinfo hook, about 0.8 s of CPU per process, six at once on each start.
+  // (same pid, so the signals below reach it), without the test process's NODE_OPTIONS.
   if (how === 'npm' || how === 'npm in its own group') {
     // --ignore-scripts skips prestart's `tsc -b` (the suite built dist/ already), not start itself.
     proc = spawn(PLAIN_NODE, plainProgramArgs('npm', ['start', '--ignore-scripts']), { ...opts, detached: how === 'npm in its own group' });

@@ -12,7 +12,7 @@ import { waitFor } from '../harness/wait.js';
 import { sourceDir } from '../harness/source.js';
 
 // Every child starts through `env -u NODE_OPTIONS` (test/harness/child.ts), which execs node (same
-// pid, so the supervisor's signals reach it), without tap's processinfo hook: it doubled each start.
+// pid, so the supervisor's signals reach it), without the test process's NODE_OPTIONS.
 const child = resolve(sourceDir(import.meta.url), '../fixtures/supervisor/crashy.mjs');
 // A service-like child: shared/lifecycle.ts's watchParent, as shared/main.ts wires it (built).
 const CHILD_JS = resolve(PROJECT_ROOT, 'dist/test/fixtures/lifecycle/child.js');

@@ -85,8 +85,8 @@ async function startPlatform(): Promise<void> {
 }
 
 // One shell for the whole walk-through: variables and files carry from step to step, as in a
-// reader's terminal. It and the platform start without tap's processinfo hook (test/harness/child.ts),
-// as a reader's would: every `npm run` and Node program the steps start would load it again.
+// reader's terminal. It and the platform start without the test process's NODE_OPTIONS
+// (test/harness/child.ts), as a reader's would.
 const shell = spawn(PLAIN_NODE, plainProgramArgs('bash', ['--noprofile', '--norc']), {
   cwd: work,
   env: {

@@ -1,14 +1,13 @@
 /**
  * A Node.js program a test runs as a real process (a CLI, `npm start`), started as a user starts
- * it: without the test runner's instrumentation.
+ * it: without whatever NODE_OPTIONS the test process was given.
  *
- * tap's processinfo plugin puts its `--import` in NODE_OPTIONS and wraps child_process so that
- * every process a test starts, and every process those start, loads it again (a module-loading
- * hook on its own thread, a record of each file loaded): 0.44 → 1.25 s of CPU for one run of
- * `dist/bin/quota.js` (bench/RESULTS.md, "Processes a test starts"), for nothing the suite uses
- * (coverage is off; the runner reads only the test files' own process records). The wrapper can
- * not be told to leave a child alone, so the program is started through `env -u NODE_OPTIONS`,
- * which execs it (same pid: signals reach the program itself).
+ * A test runner's instrumentation travels in NODE_OPTIONS to every process a test starts, and to
+ * every process those start: under tap's runner (which `npm test` no longer uses:
+ * bin/test-files.mjs) its processinfo hook took one run of `dist/bin/quota.js` from 0.44 to 1.25 s
+ * of CPU (bench/RESULTS.md, "Processes a test starts"); a developer's `--inspect` would make every
+ * child fight for the port. So the program is started through `env -u NODE_OPTIONS`, which execs
+ * it (same pid: signals reach the program itself).
  */
 
 /** The command to spawn, with {@link plainNodeArgs}: `spawn(PLAIN_NODE, plainNodeArgs([script, ...args]), …)`. */

@@ -4,8 +4,8 @@
  * (test/harness/env.ts reads them).
  *
  * - DATABASE_URL: the user's if set (checked reachable), else an embedded PostgreSQL in a fresh
- *   temp data dir ({@link throwawayDir}: in memory when the machine has a tmpfs for it) on a free
- *   port, tuned for throwaway data (no fsync), deleted at teardown.
+ *   temp data dir on a free port, tuned for throwaway data (no fsync), deleted at teardown. The
+ *   runner points TMPDIR into memory when it can (test/harness/throwaway-dir.ts says why).
  * - REDIS_URL: the user's if set (checked reachable), else a redis-server on a free port.
  * - TEST_REDIS_CLUSTER_NODES: the user's if set, else a 3-master Redis Cluster from the same
  *   redis-server binary.
@@ -16,7 +16,6 @@
  * The three start in parallel (the template is built as soon as PostgreSQL answers, while the
  * cluster still starts); if one fails, the others are stopped and the error says which.
  */
-import { statfsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,31 +60,8 @@ async function userPostgres(url: string): Promise<Started> {
   return { env: { DATABASE_URL: url } };
 }
 
-/** /dev/shm is used for the test server's data when it is a tmpfs with at least this much free. */
-const SHM_FREE_BYTES = 2 * 1024 ** 3;
-/** statfs's f_type of a tmpfs (linux/magic.h TMPFS_MAGIC). */
-const TMPFS_MAGIC = 0x01021994;
-
-/**
- * Where the run's PostgreSQL keeps its data: /dev/shm when it is a tmpfs with room, else the
- * temp dir. Every test file's database is a copy of the template (about 700 files: each table,
- * index and their forks), and on a disk filesystem the kernel's work to create and delete those
- * files was most of a copy's cost: 0.6 s of CPU per database on ext4 against 0.06 s on tmpfs
- * (bench/RESULTS.md, "Session 6"), over 140 databases a run. The data is thrown away at the end
- * of the run either way (fsync is off), so memory loses nothing a disk would have kept.
- */
-export function throwawayDir(): string {
-  try {
-    const fs = statfsSync('/dev/shm');
-    if (fs.type === TMPFS_MAGIC && fs.bavail * fs.bsize >= SHM_FREE_BYTES) return '/dev/shm';
-  } catch {
-    // no /dev/shm (not Linux, a container without it): the temp dir
-  }
-  return tmpdir();
-}
-
 async function embeddedPostgres(): Promise<Started> {
-  const dataDir = await mkdtemp(join(throwawayDir(), 'edge-test-pg-'));
+  const dataDir = await mkdtemp(join(tmpdir(), 'edge-test-pg-'));
   try {
     const db = await startEmbeddedPostgres({ dataDir, ephemeral: true, settings: { max_connections: '200' } });
     return {

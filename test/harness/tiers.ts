@@ -15,7 +15,7 @@
  * Alone. A test that loads the CPU on purpose (a load test, a reshard under traffic, a file that
  * starts the whole platform) measures or provokes what a busy machine does, and it slows whatever
  * runs beside it into its timeouts. Such a file carries `// @alone` on its first line (its second
- * after the pure marker); the runner runs those last, one at a time (tap --jobs=1), after every
+ * after the pure marker); the runner runs those last, one at a time (--jobs=1), after every
  * other file has finished, in their own tier (with the servers when they are not pure).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';

@@ -54,7 +54,7 @@ function acceptedCounts(yaml: string): Record<string, number> {
 function lint(dir: string, file: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
     // cwd is the scratch directory: Redocly resolves the ignore file from the configuration's folder.
-    // Started without tap's processinfo hook (test/harness/child.ts): Redocly is a Node program.
+    // Started without the test process's NODE_OPTIONS (test/harness/child.ts): Redocly is a Node program.
     const child = spawn(
       PLAIN_NODE,
       plainProgramArgs(REDOCLY, ['lint', '--config', join(dir, 'redocly.yaml'), '--format=json', join(dir, file)]),

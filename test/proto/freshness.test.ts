@@ -25,7 +25,7 @@ function filesUnder(dir: string): string[] {
 
 /**
  * `buf` is a Node shim around the native binary, and `buf generate` runs the plugin, a Node script:
- * both are started without tap's processinfo hook (test/harness/child.ts), which doubled their start.
+ * both are started as a user would, without the test process's NODE_OPTIONS (test/harness/child.ts).
  */
 function run(args: string[]): { status: number | null; output: string } {
   const r = spawnSync(PLAIN_NODE, plainProgramArgs(buf, args), { cwd: root, encoding: 'utf8' });
