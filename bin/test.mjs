@@ -3,7 +3,7 @@
  * `npm test`: type-check and format check, then the test files (the lint beside the pure tier),
  * ending with the line `N passed, N failed`.
  *
- * Each test file is its own process, two at a time (bin/test-files.mjs): the JavaScript the
+ * Each test file is its own process, three at a time (bin/test-files.mjs): the JavaScript the
  * type-check just wrote to dist/, run by a plain `node`, writing TAP through tap's API; its output
  * is read here, nested under the file's name as tap's runner would print it.
  *
@@ -46,8 +46,13 @@ import { fileURLToPath } from 'node:url';
 import { statCpu } from './proc-cpu.mjs';
 import { nest, parseOptions, runFiles } from './test-files.mjs';
 
-/** Test files run at a time in the pure and servers tiers (`--jobs=N`): one per core of the machine CI gives. */
-const JOBS = 2;
+/**
+ * Test files run at a time in the pure and servers tiers (`--jobs=N`): one more than the two cores
+ * CI gives. A file spends part of its time waiting (on PostgreSQL, on a service it started, on a
+ * timer), and with two at a time the machine was 74–85 % busy; with three, 93–95 %, and the run
+ * took 383 s instead of 431 (bench/RESULTS.md, "Session 6").
+ */
+const JOBS = 3;
 /** Each file's timeout in seconds (`--timeout=N`): tap's root test in the file fails after it and prints what still ran. */
 const TIMEOUT_S = 240;
 
