@@ -49,10 +49,12 @@ parentPort!.on('message', (m: WorkerMessage) => {
     Atomics.notify(gate, 0);
   }
   // Spin at the gate (so the threads start within moments of each other, not a wake-up apart),
-  // then sleep if a sibling is slow to arm.
+  // then sleep if a sibling is slow to arm. The sleep waits on the value the check read: reading
+  // it again for the wait could read the burst the opener stored in between, and sleep on it with
+  // no notify to come (the test hung so once, on a loaded machine).
   const until = performance.now() + 20;
   while (Atomics.load(gate, 0) < m.burst && performance.now() < until);
-  while (Atomics.load(gate, 0) < m.burst) Atomics.wait(gate, 0, Atomics.load(gate, 0));
+  for (let seen = Atomics.load(gate, 0); seen < m.burst; seen = Atomics.load(gate, 0)) Atomics.wait(gate, 0, seen);
   const out: number[] = [];
   for (const r of m.reqs) {
     const a = store.admit(r);
