@@ -27,6 +27,9 @@ const loader = pathToFileURL(resolve(root, 'bin/test-loader.mjs')).href;
 /** How long after its own timeout a file's process is killed if it has not exited. */
 export const KILL_AFTER_MS = 30_000;
 
+/** How long after a file's process exited its stdout and stderr are read before they are closed. */
+const STREAMS_AFTER_EXIT_MS = 1_000;
+
 /**
  * The options `npm test` takes besides files (tap's names for them). Returns the parsed values, or
  * throws an Error naming the option it does not know.
@@ -36,7 +39,7 @@ export function parseOptions(args, defaults) {
   for (let i = 0; i < args.length; i += 1) {
     const a = args[i];
     const eq = a.indexOf('=');
-    const [name, inline] = a.startsWith('--') && eq > 0 ? [a.slice(0, eq), a.slice(eq + 1)] : [a, undefined];
+    const [name, inline] = a.startsWith('-') && eq > 0 ? [a.slice(0, eq), a.slice(eq + 1)] : [a, undefined];
     const value = () => {
       const v = inline ?? args[++i];
       if (v === undefined) throw new Error(`${name} needs a value`);
@@ -89,19 +92,34 @@ function runOne(file, env, opts) {
         ...(opts.only ? { TAP_ONLY: '1' } : {}),
         ...(opts.bail ? { TAP_BAIL: '1' } : {}),
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // The IPC channel carries tap's `t.setTimeout(ms)` of the file's root test (a file that
+      // knows it runs long says so), which moves the kill below as tap's runner moved its own.
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     let timedOut = false;
-    const kill = setTimeout(
-      () => {
+    let kill;
+    const killAfter = (ms) => {
+      clearTimeout(kill);
+      kill = setTimeout(() => {
         timedOut = true;
         child.kill('SIGKILL');
-      },
-      opts.timeout * 1000 + KILL_AFTER_MS,
-    );
+      }, ms + KILL_AFTER_MS);
+    };
+    killAfter(opts.timeout * 1000);
+    child.on('message', (m) => {
+      if (typeof m?.setTimeout === 'number') killAfter(m.setTimeout);
+    });
     child.stdout.on('data', (c) => out.push(c));
     child.stderr.on('data', (c) => err.push(c));
     child.on('error', (e) => err.push(Buffer.from(`${e.message}\n`)));
+    // A process the test left running may hold the file's stdout or stderr open after it exited:
+    // what it wrote by then is the file's output, and the pipes are closed so the run goes on.
+    child.on('exit', () => {
+      setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, STREAMS_AFTER_EXIT_MS).unref();
+    });
     child.on('close', (code, signal) => {
       clearTimeout(kill);
       res({
@@ -159,4 +177,40 @@ export async function runFiles(files, env, opts, onDone) {
     }
   };
   await Promise.all(Array.from({ length: Math.min(opts.jobs, files.length) }, worker));
+}
+
+/**
+ * Reads one file's nested TAP (from {@link nest}): its assertions (the `ok` and `not ok` lines that
+ * close no subtest), passed, failed (neither skipped nor todo), whether the file passed, and the
+ * lines to print: the file's line, its top-level tests' lines, every failure with its diagnostics.
+ */
+export function countTap(text) {
+  const out = { assertions: 0, pass: 0, fail: 0, fileOk: true, print: [] };
+  /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
+  const open = new Map();
+  let inFailure = -1;
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const depth = line.length - line.trimStart().length;
+    const body = line.trimStart();
+    if (body.startsWith('# Subtest')) open.set(depth, (open.get(depth) ?? 0) + 1);
+    else if (/^(not )?ok \d+/.test(body)) {
+      const closes = (open.get(depth) ?? 0) > 0;
+      if (closes) open.set(depth, open.get(depth) - 1);
+      if (depth === 0) out.fileOk = body.startsWith('ok');
+      else if (!closes) {
+        out.assertions += 1;
+        const directive = /#\s*(skip|todo)\b/i.test(body);
+        if (!directive) out[body.startsWith('ok') ? 'pass' : 'fail'] += 1;
+      }
+    }
+    if (inFailure >= 0 && depth <= inFailure && !body.startsWith('---') && !body.startsWith('...')) inFailure = -1;
+    if (/^not ok /.test(body)) {
+      inFailure = depth;
+      out.print.push(line);
+    } else if (inFailure >= 0 || depth <= 4) {
+      if (!/^1\.\.\d+$/.test(body) && !body.startsWith('# time=') && !body.startsWith('# {')) out.print.push(line);
+    }
+  }
+  return out;
 }

@@ -44,7 +44,7 @@ import { chmodSync, mkdirSync, mkdtempSync, createWriteStream, readdirSync, read
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { statCpu } from './proc-cpu.mjs';
-import { nest, parseOptions, runFiles } from './test-files.mjs';
+import { countTap, nest, parseOptions, runFiles } from './test-files.mjs';
 
 /**
  * Test files run at a time in the pure and servers tiers (`--jobs=N`): one more than the two cores
@@ -300,7 +300,8 @@ async function runTier(tier, testFiles, env, jobs, record = true) {
     const text = nest(result, n);
     raw.write(text);
     stderrLog.write(`# ${result.file}\n${result.err}`);
-    const counts = readFileTap(text);
+    const counts = countTap(text);
+    for (const line of counts.print) console.log(line);
     const testMs = Number(/^# time=([\d.]+)ms$/m.exec(result.out)?.[1] ?? result.ms);
     timing.files.push({ file: result.file, ms: result.ms, testMs, assertions: counts.assertions, ok: counts.fileOk });
     timing.assertions += counts.assertions;
@@ -329,44 +330,6 @@ async function runTier(tier, testFiles, env, jobs, record = true) {
     phases.push({ name: `tier ${tier}`, ms: timing.ms });
   }
   return timing;
-}
-
-/**
- * Reads one file's nested TAP (bin/test-files.mjs `nest`), printing its file line, the lines of
- * its top-level tests and every failure with its diagnostics. Counts its assertions (the `ok` and
- * `not ok` lines that close no subtest): passed, failed (neither skipped nor todo), and all.
- */
-function readFileTap(text) {
-  const out = { assertions: 0, pass: 0, fail: 0, fileOk: true };
-  /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
-  const open = new Map();
-  let inFailure = -1;
-  for (const line of text.split('\n')) {
-    if (line === '') continue;
-    const depth = line.length - line.trimStart().length;
-    const body = line.trimStart();
-    if (body.startsWith('# Subtest')) open.set(depth, (open.get(depth) ?? 0) + 1);
-    else if (/^(not )?ok \d+/.test(body)) {
-      const closes = (open.get(depth) ?? 0) > 0;
-      if (closes) open.set(depth, open.get(depth) - 1);
-      if (depth === 0) out.fileOk = body.startsWith('ok');
-      else if (!closes) {
-        out.assertions += 1;
-        const directive = /#\s*(skip|todo)\b/i.test(body);
-        if (body.startsWith('ok')) {
-          if (!directive) out.pass += 1;
-        } else if (!directive) out.fail += 1;
-      }
-    }
-    if (inFailure >= 0 && depth <= inFailure && !body.startsWith('---') && !body.startsWith('...') && body !== '') inFailure = -1;
-    if (/^not ok /.test(body)) {
-      inFailure = depth;
-      console.log(line);
-    } else if (inFailure >= 0 || depth <= 4) {
-      if (!/^1\.\.\d+$/.test(body) && !body.startsWith('# time=') && !body.startsWith('# {')) console.log(line);
-    }
-  }
-  return out;
 }
 
 /** Seconds of CPU used by every process named `postgres` (live, and the backends each reaped), 0 off Linux. */
