@@ -12,8 +12,10 @@
  * The two hooks cost a short test file about half its CPU (bench/RESULTS.md, "Session 6").
  *
  * What it keeps of tap's runner: `TAP_TIMEOUT` (each file's root test times itself out and prints
- * what was still running; the process is killed `KILL_AFTER_MS` later if it has not exited),
- * `--bail` (no file starts after one failed), `--grep` and `--only` (tap's own variables).
+ * what was still running; the process is killed `KILL_AFTER_MS` later if it has not exited, later
+ * still when the file's `t.setTimeout` asked for more), `--bail` (no file starts after one
+ * failed), `--grep` and `--only` (tap's own variables). Tested by
+ * test/harness-selftest/runner.test.ts.
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';

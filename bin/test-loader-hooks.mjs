@@ -1,5 +1,6 @@
 /**
- * The hooks of bin/test-loader.mjs (module.register runs them on the loader thread).
+ * The hooks of bin/test-loader.mjs (module.register runs them on the loader thread), for a test file
+ * run from its source: `npm test` runs the compiled copy (bin/test-files.mjs) when there is one.
  *
  * They do all the TypeScript loading of a test process: tap's typescript plugin is left out of the
  * suite (.taprc), because merely starting its ts-node (loading the TypeScript compiler on the
@@ -10,10 +11,10 @@
  * - load: a `.ts` file under the root is the JavaScript that `tsc -b` wrote to dist/ when that is
  *   at least as new as the source; else (no output, or the type-check did not run) it is
  *   transpiled here, one file without type information as ts-node's transpile-only mode did, with
- *   the TypeScript compiler loaded only then. bin/test.mjs sets TEST_DIST_CURRENT=1 once its
- *   `tsc -b` passed: dist/ is then current whatever the dates say (tsc does not write an output
- *   again when its source only got a newer date, as after a `git checkout` or `git stash pop`,
- *   and every test process would otherwise load the compiler to transpile that file).
+ *   the TypeScript compiler loaded only then. TEST_DIST_CURRENT=1 says that `tsc -b` just passed:
+ *   dist/ is then current whatever the dates say (tsc does not write an output again when its
+ *   source only got a newer date, as after a `git checkout` or `git stash pop`, and every module
+ *   would otherwise be transpiled again).
  */
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';

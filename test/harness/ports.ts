@@ -37,3 +37,17 @@ export async function freeClusterPort(): Promise<number> {
   }
   throw new Error('no free port pair (P, P+10000) for a Redis Cluster node');
 }
+
+/**
+ * A port P such that P and P + 1 are both free, for a service that listens on two neighbouring
+ * ports by default (the sandbox: HTTP on SANDBOX_PORT, SMTP on SANDBOX_PORT + 1). Chosen below the
+ * usual ephemeral range, as {@link freeClusterPort}: a P + 1 in that range was taken by another
+ * test's outgoing connection between the check and the listen.
+ */
+export async function freePortPair(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 10_000 + Math.floor(Math.random() * 22_000);
+    if ((await tryBind(port)) !== undefined && (await tryBind(port + 1)) !== undefined) return port;
+  }
+  throw new Error('no free port pair (P, P+1)');
+}

@@ -5,17 +5,27 @@ import { loadConfig } from '../../shared/config.js';
 import { sandboxConfig } from '../../sandbox/config.js';
 import { startSandboxService } from '../../sandbox/app.js';
 import { testLogger } from '../harness/log.js';
-import { freePort } from '../harness/ports.js';
+import { freePortPair } from '../harness/ports.js';
 
 // fetch keeps idle connections open for seconds; close them when the file is done.
 t.teardown(() => getGlobalDispatcher().close());
 
 t.test('SMTP listens on SANDBOX_PORT + 1 unless SANDBOX_SMTP_PORT says otherwise; credentials are required', async (t) => {
-  const port = await freePort();
-  const svc = await startSandboxService(
-    loadConfig(sandboxConfig, { SANDBOX_PORT: String(port), LOG_LEVEL: 'silent' }),
-    testLogger('sandbox'),
-  );
+  // Both ports are only free when checked: a start that loses either to another process picks
+  // another pair (ports.ts).
+  let port = 0;
+  let svc: Awaited<ReturnType<typeof startSandboxService>> | undefined;
+  for (let attempt = 1; svc === undefined; attempt++) {
+    port = await freePortPair();
+    try {
+      svc = await startSandboxService(
+        loadConfig(sandboxConfig, { SANDBOX_PORT: String(port), LOG_LEVEL: 'silent' }),
+        testLogger('sandbox'),
+      );
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt === 5) throw err;
+    }
+  }
   t.teardown(() => svc.close());
   t.equal(svc.port, port);
   t.same(svc.urls, { 'FCM and SMS (FCM_URL, SMS_URL)': `http://127.0.0.1:${port}`, 'SMTP (SMTP_URL)': `smtp://127.0.0.1:${port + 1}` });
