@@ -182,29 +182,29 @@ export async function runFiles(files, env, opts, onDone) {
 }
 
 /**
- * Reads one file's nested TAP (from {@link nest}): its assertions (the `ok` and `not ok` lines that
- * close no subtest), passed, failed (neither skipped nor todo), whether the file passed, and the
+ * Reads one file's nested TAP (from {@link nest}): its test points as tap counts them (each
+ * assertion, and each subtest that holds no assertion of its own: a test that only has to run,
+ * or a plan of 0), passed, failed (neither skipped nor todo), whether the file passed, and the
  * lines to print: the file's line, its top-level tests' lines, every failure with its diagnostics.
  */
 export function countTap(text) {
   const out = { assertions: 0, pass: 0, fail: 0, fileOk: true, print: [] };
-  /** Per depth, the subtests opened (`# Subtest:`) and not yet closed by their `ok` line. */
-  const open = new Map();
+  /** The subtests opened (`# Subtest:`) and not yet closed by their `ok` line: depth, and the points counted before it. */
+  const open = [];
+  const point = (body) => {
+    out.assertions += 1;
+    if (!/#\s*(skip|todo)\b/i.test(body)) out[body.startsWith('ok') ? 'pass' : 'fail'] += 1;
+  };
   let inFailure = -1;
   for (const line of text.split('\n')) {
     if (line === '') continue;
     const depth = line.length - line.trimStart().length;
     const body = line.trimStart();
-    if (body.startsWith('# Subtest')) open.set(depth, (open.get(depth) ?? 0) + 1);
+    if (body.startsWith('# Subtest')) open.push({ depth, before: out.assertions });
     else if (/^(not )?ok \d+/.test(body)) {
-      const closes = (open.get(depth) ?? 0) > 0;
-      if (closes) open.set(depth, open.get(depth) - 1);
+      const closed = open.at(-1)?.depth === depth ? open.pop() : undefined;
       if (depth === 0) out.fileOk = body.startsWith('ok');
-      else if (!closes) {
-        out.assertions += 1;
-        const directive = /#\s*(skip|todo)\b/i.test(body);
-        if (!directive) out[body.startsWith('ok') ? 'pass' : 'fail'] += 1;
-      }
+      else if (!closed || closed.before === out.assertions) point(body);
     }
     if (inFailure >= 0 && depth <= inFailure && !body.startsWith('---') && !body.startsWith('...')) inFailure = -1;
     if (/^not ok /.test(body)) {

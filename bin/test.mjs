@@ -283,8 +283,8 @@ async function runAlone(serverEnv) {
  * prints file-level and test-level lines and every failure with its diagnostics (the full TAP
  * stream goes to .tap/last-run.tap, and each file's stderr to .tap/last-run.stderr; a failed
  * file's stderr is printed too), and adds the results to the totals. Returns the pass's timing
- * (each file's process time, its test's own time, CPU and assertions: the `ok` lines inside it
- * that close no subtest), which it also records unless `record` is false.
+ * (each file's process time, its test's own time, CPU and assertions: tap's test points,
+ * bin/test-files.mjs `countTap`), which it also records unless `record` is false.
  */
 async function runTier(tier, testFiles, env, jobs, record = true) {
   const t0 = performance.now();

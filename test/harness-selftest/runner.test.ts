@@ -93,6 +93,19 @@ t.test("a file's TAP is one subtest named for the file, and what a failed proces
     'ok 7 - test/x.test.ts # time=12.500ms',
   ]);
 
+  // As tap counts: a subtest that holds no assertion (a test that only has to run) is a point.
+  const empty = runner.nest(
+    result({
+      out: '# Subtest: a\n    ok 1 - one\n    # Subtest: b\n        1..0\n    ok 2 - b\nok 1 - a\n# Subtest: c\n    1..0\nnot ok 2 - c\n',
+    }),
+    1,
+  );
+  t.same(
+    { ...runner.countTap(empty), print: [] },
+    { assertions: 3, pass: 2, fail: 1, fileOk: true, print: [] },
+    'empty subtests are points',
+  );
+
   const crashed = runner.nest(result({ code: 1, out: '' }), 1);
   t.match(
     crashed,
