@@ -26,28 +26,27 @@ export async function freePort(): Promise<number> {
 }
 
 /**
- * A port P such that P and P + 10000 are both free: a Redis Cluster node listens on P and on its
- * cluster bus at P + 10000. Chosen below the usual ephemeral range (32768+), so the OS is unlikely
- * to hand either to an outgoing connection in between.
+ * A port P such that P and P + `gap` are both free, below the usual ephemeral range (32768+), so
+ * the OS is unlikely to hand either to an outgoing connection between this check and the listen.
  */
-export async function freeClusterPort(): Promise<number> {
+async function freePortsApart(gap: number, what: string): Promise<number> {
   for (let i = 0; i < 200; i++) {
-    const port = 10_000 + Math.floor(Math.random() * 12_000);
-    if ((await tryBind(port)) !== undefined && (await tryBind(port + 10_000)) !== undefined) return port;
+    const port = 10_000 + Math.floor(Math.random() * (22_768 - gap));
+    if ((await tryBind(port)) !== undefined && (await tryBind(port + gap)) !== undefined) return port;
   }
-  throw new Error('no free port pair (P, P+10000) for a Redis Cluster node');
+  throw new Error(`no free port pair (P, P+${gap}) for ${what}`);
+}
+
+/** A port P such that P and P + 10000 are both free: a Redis Cluster node listens on P and on its cluster bus at P + 10000. */
+export function freeClusterPort(): Promise<number> {
+  return freePortsApart(10_000, 'a Redis Cluster node');
 }
 
 /**
  * A port P such that P and P + 1 are both free, for a service that listens on two neighbouring
- * ports by default (the sandbox: HTTP on SANDBOX_PORT, SMTP on SANDBOX_PORT + 1). Chosen below the
- * usual ephemeral range, as {@link freeClusterPort}: a P + 1 in that range was taken by another
- * test's outgoing connection between the check and the listen.
+ * ports by default (the sandbox: HTTP on SANDBOX_PORT, SMTP on SANDBOX_PORT + 1): a P + 1 in the
+ * ephemeral range was taken by another test's outgoing connection between the check and the listen.
  */
-export async function freePortPair(): Promise<number> {
-  for (let i = 0; i < 200; i++) {
-    const port = 10_000 + Math.floor(Math.random() * 22_000);
-    if ((await tryBind(port)) !== undefined && (await tryBind(port + 1)) !== undefined) return port;
-  }
-  throw new Error('no free port pair (P, P+1)');
+export function freePortPair(): Promise<number> {
+  return freePortsApart(1, 'a service on two neighbouring ports');
 }
